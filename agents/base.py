@@ -1,0 +1,140 @@
+"""What every agent sees and returns (DESIGN §2 "Agents seen by the runner").
+
+The runner owns an :class:`Episode`: the task, the real environment, the executed history and
+the interaction log. An agent's ``act`` reads it and returns a :class:`Decision`; the runner
+executes it. Search agents simulate in ``episode.simulator()`` copies, whose steps are logged as
+*simulated* interactions, so metrics can tell peeking in a simulator from exploring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from clew.agents.usage import UsageByRole
+from clew.envs.base import Env, Observation, Step, Task
+
+
+@dataclass
+class Decision:
+    """An agent's choice for one real step.
+
+    ``action`` is the action text handed to ``env.step`` (for multi-action envs it may hold
+    several actions); ``raw`` is the model completion that produced it, kept for chat history
+    and training data; ``info`` carries anything worth recording (a tree path, value, ...).
+    """
+
+    action: str
+    raw: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StepRecord:
+    """One executed step as recorded in ``episodes.jsonl``."""
+
+    t: int
+    action: str
+    valid: bool
+    reward: float
+    done: bool
+    obs: str
+    raw: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Interaction:
+    """One call of ``step`` on any env copy (DESIGN §2 "Interaction log")."""
+
+    kind: Literal["executed", "simulated"]
+    action: str
+    valid: bool
+    done: bool
+
+
+class Episode:
+    """Runtime state of one episode, shared by the runner and the agent."""
+
+    def __init__(self, task: Task, env: Env, first: Observation, key: str = ""):
+        self.task = task
+        self.env = env
+        self.key = key or task.id
+        self.observations: list[Observation] = [first]
+        self.steps: list[StepRecord] = []
+        self.interactions: list[Interaction] = []
+        self.usage = UsageByRole()
+        self.scratch: dict[str, Any] = {}  # per-episode agent state (chat history, memory, ...)
+        self.trees: list[Any] = []  # search trees per step, written by the runner
+
+    @property
+    def obs(self) -> Observation:
+        return self.observations[-1]
+
+    @property
+    def t(self) -> int:
+        return len(self.steps)
+
+    def actions(self) -> list[str]:
+        return [s.action for s in self.steps]
+
+    def record(self, decision: Decision, step: Step) -> StepRecord:
+        """Log an executed step (called by the runner)."""
+        rec = StepRecord(
+            t=self.t, action=decision.action, valid=step.valid, reward=step.reward,
+            done=step.done, obs=step.obs.text, raw=decision.raw,
+            info={**step.info, **decision.info},
+        )
+        self.steps.append(rec)
+        self.observations.append(step.obs)
+        self.interactions.append(Interaction("executed", decision.action, step.valid, step.done))
+        return rec
+
+    def simulator(self) -> Env:
+        """A copy of the real env at its current state; its steps are logged as simulated."""
+        return SimulatedEnv(self.env.copy(), self.interactions)
+
+
+class SimulatedEnv:
+    """Proxy around an env copy that logs every ``step`` as a simulated interaction."""
+
+    def __init__(self, env: Env, log: list[Interaction]):
+        self._env = env
+        self._log = log
+
+    def step(self, action: str) -> Step:
+        step = self._env.step(action)
+        self._log.append(Interaction("simulated", action, step.valid, step.done))
+        return step
+
+    def copy(self) -> SimulatedEnv:
+        return SimulatedEnv(self._env.copy(), self._log)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """The one shape the runner knows: ReAct, search agents, baselines, distilled checkpoints."""
+
+    name: str
+
+    async def act(self, episode: Episode) -> Decision: ...
+
+    def on_episode_end(self, episode: Episode) -> None: ...
+
+
+class BaseAgent:
+    """Convenience base: a name, a label for reports, and a no-op ``on_episode_end``."""
+
+    name = "agent"
+    #: "heuristic" (no LM; may read env.oracle()), "lm" or "learned", shown in every report.
+    kind = "heuristic"
+    uses_oracle = False
+
+    async def act(self, episode: Episode) -> Decision:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def on_episode_end(self, episode: Episode) -> None:
+        return None

@@ -1,0 +1,13 @@
+"""clew.envs: environments, instance generators and suites (DESIGN §1–2).
+
+This package imports nothing else of clew.
+"""
+
+from clew.envs.base import Env, EnvFlags, Observation, Step, Task
+from clew.envs.registry import generate, make, make_for, register
+from clew.envs.suites import Suite, get_suite, resolve
+
+__all__ = [
+    "Env", "EnvFlags", "Observation", "Step", "Task", "Suite",
+    "generate", "make", "make_for", "register", "get_suite", "resolve",
+]

@@ -1,0 +1,179 @@
+"""The environment API every clew environment implements (DESIGN §2, spec_002 §0.3).
+
+Text in, text out, cheap to snapshot. Environments follow Gymnasium's habits (``reset`` then
+``step`` until ``done``) but exchange text: an action is a string, an observation carries the text
+shown to the agent plus structured ``info`` for metrics and heuristics.
+
+Invariants every implementation keeps:
+
+* ``step`` never raises on a bad action: it returns ``valid=False`` and explains the problem in
+  the observation text; how the step counts is the env's own rule (its spec).
+* ``restore(snapshot())`` followed by the same actions gives byte-identical observations to a
+  fresh ``reset`` followed by the same actions.
+* ``restore(snap, keep_clock=True)`` brings the world back but keeps the step counter / budget
+  (the ``backtrack`` action of spec_002 §6.10).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Literal
+
+
+@dataclass(frozen=True)
+class Task:
+    """One frozen, JSON-serialisable task instance.
+
+    ``params`` holds everything the env needs to rebuild the instance exactly (generated data
+    included, so a task file is self-contained and platform independent).
+    """
+
+    env: str
+    params: dict[str, Any]
+    seed: int = 0
+    id: str = ""
+    split: str = "test"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Task:
+        if not isinstance(data, dict):
+            raise ValueError(f"a task must be a JSON object, got {type(data).__name__}")
+        missing = [k for k in ("env", "params") if k not in data]
+        if missing:
+            raise ValueError(f"task is missing field(s): {', '.join(missing)}")
+        if not isinstance(data["params"], dict):
+            raise ValueError("task field 'params' must be an object")
+        unknown = set(data) - {"env", "params", "seed", "id", "split"}
+        if unknown:
+            raise ValueError(f"task has unknown field(s): {', '.join(sorted(unknown))}")
+        return cls(
+            env=str(data["env"]),
+            params=data["params"],
+            seed=int(data.get("seed", 0)),
+            id=str(data.get("id", "")),
+            split=str(data.get("split", "test")),
+        )
+
+
+@dataclass
+class Observation:
+    """What the agent sees (``text``) plus structured facts for metrics/heuristics (``info``)."""
+
+    text: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Step:
+    obs: Observation
+    reward: float = 0.0
+    done: bool = False
+    valid: bool = True
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EnvFlags:
+    """Capabilities search, reflection and Exploratory Learning rely on (spec_002 §0.3)."""
+
+    deterministic: bool = True
+    supports_backtrack: bool = True
+    outcome_mode: Literal["terminal_success", "graded_at_end"] = "terminal_success"
+    simulation_mode: Literal["free", "charged"] = "free"
+    repeat_rule_applies: bool = False
+
+
+class Env(ABC):
+    """Base class of clew environments.
+
+    Subclasses set ``name`` and ``flags`` and implement the abstract methods. ``snapshot`` has a
+    deep-copy default that is correct for any env whose whole state lives in ``self.state``.
+    """
+
+    name: ClassVar[str] = "env"
+    flags: ClassVar[EnvFlags] = EnvFlags()
+
+    task: Task | None = None
+    state: Any = None
+
+    # --- the core loop -------------------------------------------------------------------
+    @abstractmethod
+    def reset(self, task: Task) -> Observation:
+        """Start ``task``; return the first observation."""
+
+    @abstractmethod
+    def step(self, action: str) -> Step:
+        """Apply one action (text). Never raises on a bad action."""
+
+    @abstractmethod
+    def observation(self) -> Observation:
+        """The observation of the current state (as the last ``reset``/``step`` returned it)."""
+
+    def snapshot(self) -> Any:
+        return copy.deepcopy(self.state)
+
+    def restore(self, snap: Any, keep_clock: bool = False) -> None:
+        clock = self.clock()
+        self.state = copy.deepcopy(snap)
+        if keep_clock:
+            self.set_clock(clock)
+
+    def clock(self) -> int:
+        """Steps used so far (the budget clock that ``keep_clock`` preserves)."""
+        return int(getattr(self.state, "steps", 0))
+
+    def set_clock(self, steps: int) -> None:
+        self.state.steps = steps
+
+    # --- text for agents -----------------------------------------------------------------
+    @abstractmethod
+    def instructions(self, variant: str = "default") -> str:
+        """The task instructions for the system prompt."""
+
+    def action_help(self) -> str:
+        """The action grammar, for prompts."""
+        return "Actions: " + ", ".join(self.legal_actions())
+
+    def parse_action(self, text: str) -> str | None:
+        """Canonical action for a model's answer, or ``None`` when it cannot be parsed."""
+        cleaned = text.strip().strip("`'\".").lower()
+        return cleaned if cleaned in self.legal_actions() else None
+
+    def canonical(self, action: str) -> str:
+        """Merge key for identical actions, and the history description of an action."""
+        return action.strip().lower()
+
+    def is_stop(self, action: str) -> bool:
+        return False
+
+    # --- facts ---------------------------------------------------------------------------
+    def legal_actions(self) -> list[str]:
+        """Actions that are valid now (used by heuristic policies and tree search)."""
+        return []
+
+    @property
+    def done(self) -> bool:
+        return bool(getattr(self.state, "done", False))
+
+    def grade(self) -> float:
+        """Ground-truth outcome in [0, 1] (for reporting only, never for agents)."""
+        return 0.0
+
+    def oracle(self) -> Any:
+        """Ground truth for metrics and heuristic baselines; agents never call it."""
+        raise NotImplementedError(f"{self.name} exposes no oracle")
+
+    def copy(self) -> Env:
+        """An independent env at the same state (what search simulates in)."""
+        other = copy.copy(self)
+        other.state = copy.deepcopy(self.state)
+        return other

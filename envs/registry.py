@@ -1,0 +1,62 @@
+"""Registry of environments and task generators (DESIGN §2).
+
+Entries are import paths, so naming an env never imports another family's dependencies
+(TextMiniGrid needs ``minigrid``; the grid map needs nothing).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from clew.envs.base import Env, Task
+
+# name -> "module:EnvClass"
+ENVS: dict[str, str] = {
+    "gridmap": "clew.envs.gridmap.env:GridMapEnv",
+}
+
+# name -> "module:generate" where generate(params: dict, seed: int) -> Task
+GENERATORS: dict[str, str] = {
+    "gridmap": "clew.envs.gridmap.generator:generate_task",
+}
+
+
+def _load(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def register(name: str, env: str, generator: str | None = None) -> None:
+    """Add an environment (and optionally its generator) by import path."""
+    ENVS[name] = env
+    if generator:
+        GENERATORS[name] = generator
+
+
+def env_class(name: str) -> type[Env]:
+    try:
+        return _load(ENVS[name])
+    except KeyError:
+        raise KeyError(f"unknown environment {name!r}; known: {', '.join(sorted(ENVS))}") from None
+
+
+def make(name: str, **params: Any) -> Env:
+    """Build an environment by name; ``params`` are its constructor options (not the task)."""
+    return env_class(name)(**params)
+
+
+def make_for(task: Task, **params: Any) -> Env:
+    """Build the environment a task belongs to."""
+    return make(task.env, **params)
+
+
+def generator(name: str) -> Callable[[dict[str, Any], int], Task]:
+    try:
+        return _load(GENERATORS[name])
+    except KeyError:
+        raise KeyError(f"no generator for {name!r}; known: {', '.join(sorted(GENERATORS))}") from None
+
+
+def generate(name: str, params: dict[str, Any] | None = None, seed: int = 0) -> Task:
+    return generator(name)(dict(params or {}), seed)

@@ -1,0 +1,82 @@
+"""Named, versioned task suites with ``train`` (seen) and ``test`` (unseen) splits (DESIGN §2).
+
+A suite is addressed as ``NAME:SPLIT`` (e.g. ``gridmap-v1:test``); a path to a ``.jsonl`` file of
+task objects works too (``tasks.jsonl`` or ``tasks.jsonl:test`` to filter by split). Builders are
+pure functions of nothing: the same suite name gives the same tasks on every machine.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clew.envs.base import Task
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    version: int
+    splits: dict[str, list[Task]] = field(default_factory=dict)
+    description: str = ""
+
+    def split(self, split: str) -> list[Task]:
+        if split in ("all", "*"):
+            return [t for tasks in self.splits.values() for t in tasks]
+        try:
+            return self.splits[split]
+        except KeyError:
+            raise KeyError(
+                f"suite {self.name!r} has no split {split!r}; splits: {', '.join(self.splits)}"
+            ) from None
+
+
+# name -> "module:builder" with builder() -> Suite
+SUITES: dict[str, str] = {
+    "gridmap-v1": "clew.envs.gridmap.suites:gridmap_v1",
+    "gridmap-mini": "clew.envs.gridmap.suites:gridmap_mini",
+    "gridmap-semantic": "clew.envs.gridmap.suites:gridmap_semantic",
+}
+
+_cache: dict[str, Suite] = {}
+
+
+def register_suite(name: str, builder: str) -> None:
+    SUITES[name] = builder
+
+
+def get_suite(name: str) -> Suite:
+    if name not in _cache:
+        try:
+            path = SUITES[name]
+        except KeyError:
+            raise KeyError(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES))}") from None
+        module, _, attr = path.partition(":")
+        _cache[name] = getattr(importlib.import_module(module), attr)()
+    return _cache[name]
+
+
+def load_tasks_file(path: Path, split: str | None = None) -> list[Task]:
+    tasks = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            task = Task.from_dict(json.loads(line))
+        except (ValueError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}:{lineno}: not a task: {exc}") from None
+        if split is None or task.split == split:
+            tasks.append(task)
+    return tasks
+
+
+def resolve(spec: str) -> list[Task]:
+    """Tasks named by ``SUITE:SPLIT`` or ``FILE.jsonl[:SPLIT]``."""
+    name, _, split = spec.partition(":")
+    if name.endswith(".jsonl"):
+        return load_tasks_file(Path(name), split or None)
+    if not split:
+        raise ValueError(f"suite spec {spec!r} needs a split, e.g. {spec}:test")
+    return get_suite(name).split(split)

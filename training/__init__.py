@@ -1,0 +1,1 @@
+"""clew.training"""
