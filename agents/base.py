@@ -65,7 +65,9 @@ class Episode:
         self.interactions: list[Interaction] = []
         self.usage = UsageByRole()
         self.scratch: dict[str, Any] = {}  # per-episode agent state (chat history, memory, ...)
-        self.trees: list[Any] = []  # search trees per step, written by the runner
+        self.trees: list[Any] = []  # (step, tree dict) pairs, written to disk by the runner
+        # The current path of real states for BACKTRACK (spec_002 §6.10): state ids, S0 first.
+        self.path: list[int] = [0]
 
     @property
     def obs(self) -> Observation:

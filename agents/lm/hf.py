@@ -1,0 +1,332 @@
+"""transformers backend: ``hf:PATH`` and ``hf:PATH+lora:ADAPTER`` (DESIGN §2 "Language models").
+
+For small models, CPU runs and tests; GPU works too. Requests from every concurrent caller go to
+one worker thread, which gathers what arrives within ``batch_window`` seconds (up to
+``max_batch_size`` requests) and generates it as left-padded batches, so many episodes running
+concurrently share forward passes. The event loop never blocks on the model.
+
+Semantics follow vLLM / OpenAI-compatible servers so the backends are interchangeable:
+
+* the chat template of the model's tokenizer renders the prompt (``add_generation_prompt``), and
+  the rendered text is tokenised without adding special tokens;
+* ``temperature <= 0`` is greedy; greedy requests with ``n > 1`` return ``n`` copies of one
+  decode (all samples of a greedy decode are equal anyway);
+* sampling uses temperature and top-p only (top-k and repetition penalty are neutralised, not
+  taken from the model's generation config);
+* a stop string ends a sample and is cut from its text; an EOS token ends it and is not shown;
+* usage (spec_002 §7.3): prompt tokens of the rendered prompt, counted once per request;
+  completion tokens generated per sample, the EOS token included (as vLLM counts them).
+
+Decisions: a request with a ``seed`` and temperature > 0 is generated in a batch of its own under
+a forked, seeded torch RNG, so its samples do not depend on what else ran concurrently; unseeded
+sampled requests batch freely. Greedy requests batch regardless of seed. Logprobs, when asked
+for, are those of the raw model distribution (before temperature / top-p), as vLLM reports them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError, Sampling
+from clew.agents.usage import Usage
+
+
+@dataclass
+class _Job:
+    request: ChatRequest
+    future: concurrent.futures.Future
+    prompt_ids: list[int] = field(default_factory=list)
+
+
+def validate_sampling(name: str, s: Sampling) -> None:
+    """Reject sampling settings no backend can honour, naming the model and the field."""
+    if s.n < 1:
+        raise LMError(f"{name}: sampling n must be >= 1, got {s.n}")
+    if s.max_tokens < 1:
+        raise LMError(f"{name}: sampling max_tokens must be >= 1, got {s.max_tokens}")
+    if not 0.0 < s.top_p <= 1.0:
+        raise LMError(f"{name}: sampling top_p must be in (0, 1], got {s.top_p}")
+    if s.temperature < 0:
+        raise LMError(f"{name}: sampling temperature must be >= 0, got {s.temperature}")
+
+
+def cut_at_stop(text: str, stops: list[str] | None) -> tuple[str, bool]:
+    """Text before the earliest stop string, and whether one was found."""
+    best = -1
+    for s in stops or ():
+        if s:
+            i = text.find(s)
+            if i >= 0 and (best < 0 or i < best):
+                best = i
+    return (text, False) if best < 0 else (text[:best], True)
+
+
+class HFModel(LanguageModel):
+    """Hugging Face transformers model with an optional PEFT adapter, batched across callers."""
+
+    def __init__(self, path: str | Path, adapter: str | Path | None = None, *,
+                 device: str = "auto", dtype: str | None = None, batch_window: float = 0.01,
+                 max_batch_size: int = 32, trust_remote_code: bool = False):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.name = f"hf:{path}" + (f"+lora:{adapter}" if adapter else "")
+        self.spec = self.name
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = device
+        if dtype is None:
+            dtype = "float32" if device == "cpu" else "auto"
+        torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                str(path), trust_remote_code=trust_remote_code)
+            model = AutoModelForCausalLM.from_pretrained(
+                str(path), dtype=torch_dtype, trust_remote_code=trust_remote_code)
+        except (OSError, ValueError) as e:
+            raise LMError(f"{self.name}: cannot load the model: {e}") from e
+        if adapter:
+            from peft import PeftModel
+
+            try:
+                model = PeftModel.from_pretrained(model, str(adapter))
+            except (OSError, ValueError) as e:
+                raise LMError(f"{self.name}: cannot load the LoRA adapter: {e}") from e
+        self.model = model.to(device).eval()
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise LMError(f"{self.name}: the tokenizer has no chat template")
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.eos_ids = self._eos_ids()
+        self.max_positions = getattr(model.config, "max_position_embeddings", None)
+        self.batch_window = batch_window
+        self.max_batch_size = max_batch_size
+        self.batches: list[int] = []  # requests per generate batch, for tests and benchmarks
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
+        for value in (gen_eos, self.tokenizer.eos_token_id):
+            if isinstance(value, int):
+                ids.add(value)
+            elif value:
+                ids.update(int(v) for v in value)
+        if not ids:
+            raise LMError(f"{self.name}: neither the tokenizer nor the model names an EOS token")
+        return ids
+
+    # --- public API ----------------------------------------------------------------------
+    async def generate(self, requests: list[ChatRequest]) -> list[list[Completion]]:
+        for r in requests:
+            validate_sampling(self.name, r.sampling)
+        self._ensure_worker()
+        futures = []
+        for r in requests:
+            job = _Job(r, concurrent.futures.Future())
+            self._queue.put(job)
+            futures.append(asyncio.wrap_future(job.future))
+        return list(await asyncio.gather(*futures))
+
+    async def aclose(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
+
+    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        """Token ids of the rendered chat prompt (what usage counts as prompt tokens)."""
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=True)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    # --- worker thread -------------------------------------------------------------------
+    def _ensure_worker(self) -> None:
+        with self._start_lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._work, name="clew-hf", daemon=True)
+                self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            batch = [job]
+            deadline = time.monotonic() + self.batch_window
+            stop = False
+            while len(batch) < self.max_batch_size:
+                try:
+                    nxt = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            self._run(batch)
+            if stop:
+                return
+
+    def _run(self, batch: list[_Job]) -> None:
+        live = []
+        for job in batch:
+            if job.future.set_running_or_notify_cancel():
+                try:
+                    job.prompt_ids = self.prompt_ids(job.request.messages)
+                    if self.max_positions and len(job.prompt_ids) >= self.max_positions:
+                        raise LMError(f"{self.name}: prompt of {len(job.prompt_ids)} tokens "
+                                      f"exceeds the model's {self.max_positions} positions")
+                except Exception as e:  # noqa: BLE001 - handed to the caller
+                    job.future.set_exception(e if isinstance(e, LMError) else LMError(
+                        f"{self.name}: cannot render the chat prompt: {e}"))
+                    continue
+                live.append(job)
+        if not live:
+            return
+        self.batches.append(len(live))
+        groups: dict[tuple, list[_Job]] = {}
+        for job in live:
+            groups.setdefault(self._group_key(job), []).append(job)
+        for group in groups.values():
+            try:
+                results = self._generate_group(group)
+            except Exception as e:  # noqa: BLE001 - every caller in the group gets the error
+                err = LMError(f"{self.name}: generation failed: {type(e).__name__}: {e}")
+                for job in group:
+                    job.future.set_exception(err)
+                continue
+            for job, comps in zip(group, results):
+                job.future.set_result(comps)
+
+    @staticmethod
+    def _group_key(job: _Job) -> tuple:
+        s = job.request.sampling
+        if s.temperature <= 0:
+            return ("greedy",)
+        if s.seed is not None:
+            return ("seeded", id(job))
+        return ("sample", s.temperature, s.top_p)
+
+    def _generate_group(self, group: list[_Job]) -> list[list[Completion]]:
+        import torch
+
+        first = group[0].request.sampling
+        greedy = first.temperature <= 0
+        rows: list[tuple[int, _Job]] = []  # (job index, job) per generated row
+        for i, job in enumerate(group):
+            rows.extend([(i, job)] * (1 if greedy else job.request.sampling.n))
+        padded = self.tokenizer.pad({"input_ids": [job.prompt_ids for _, job in rows]},
+                                    padding=True, return_tensors="pt")
+        input_ids = padded["input_ids"].to(self.device)
+        attention = padded["attention_mask"].to(self.device)
+        criteria = _RowStops(
+            self.tokenizer, input_ids.shape[1], self.eos_ids,
+            [job.request.sampling.stop or [] for _, job in rows],
+            [job.request.sampling.max_tokens for _, job in rows],
+        )
+        want_logprobs = any(job.request.sampling.logprobs is not None for job in group)
+        kwargs: dict[str, Any] = dict(
+            input_ids=input_ids, attention_mask=attention,
+            max_new_tokens=max(job.request.sampling.max_tokens for job in group),
+            stopping_criteria=[criteria], pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=sorted(self.eos_ids), top_k=0, repetition_penalty=1.0,
+            return_dict_in_generate=True, output_logits=want_logprobs,
+        )
+        if greedy:
+            kwargs.update(do_sample=False, temperature=None, top_p=None)
+        else:
+            kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
+        with torch.inference_mode():
+            if not greedy and first.seed is not None:
+                devices = [torch.device(self.device)] if self.device.startswith("cuda") else []
+                with torch.random.fork_rng(devices=devices):
+                    torch.manual_seed(first.seed)
+                    out = self.model.generate(**kwargs)
+            else:
+                out = self.model.generate(**kwargs)
+        generated = out.sequences[:, input_ids.shape[1]:]
+        per_job: list[list[Completion]] = [[] for _ in group]
+        for r, (i, job) in enumerate(rows):
+            s = job.request.sampling
+            end, reason = criteria.result(r, generated.shape[1])
+            tokens = generated[r, :end].tolist()
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            text, cut = cut_at_stop(text, s.stop)
+            if cut:
+                reason = "stop"
+            logprobs = None
+            if s.logprobs is not None:
+                logprobs = self._logprobs(out.logits, r, tokens, s.logprobs)
+            per_job[i].append(Completion(text, reason,
+                                         Usage(len(job.prompt_ids), len(tokens), 1), logprobs))
+        if greedy:  # n copies of the one greedy decode
+            for i, job in enumerate(group):
+                per_job[i] = per_job[i] * job.request.sampling.n
+        return per_job
+
+    def _logprobs(self, logits: tuple, row: int, tokens: list[int], top: int) -> list[dict]:
+        import torch
+
+        out = []
+        for t, tok in enumerate(tokens):
+            lp = torch.log_softmax(logits[t][row].float(), dim=-1)
+            entry = {"token": self.tokenizer.decode([tok]), "logprob": float(lp[tok])}
+            if top:
+                vals, ids = torch.topk(lp, top)
+                entry["top_logprobs"] = {self.tokenizer.decode([int(j)]): float(v)
+                                         for v, j in zip(vals, ids)}
+            out.append(entry)
+        return out
+
+
+class _RowStops:
+    """Per-row stopping: EOS, the row's stop strings, the row's own max_tokens.
+
+    Remembers where each row ended, so the completion keeps exactly the tokens generated up to
+    its end (the padding ``generate`` adds after a finished row is dropped).
+    """
+
+    def __init__(self, tokenizer, prompt_len: int, eos_ids: set[int], stops: list[list[str]],
+                 max_tokens: list[int]):
+        self.tokenizer = tokenizer
+        self.prompt_len = prompt_len
+        self.eos_ids = eos_ids
+        self.stops = stops
+        self.max_tokens = max_tokens
+        self.ends: list[tuple[int, str] | None] = [None] * len(stops)
+        # a stop string of L characters spans at most 4L byte-level tokens
+        self.windows = [4 * max((len(s) for s in row), default=0) + 2 for row in stops]
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        gen_len = input_ids.shape[1] - self.prompt_len
+        for r, end in enumerate(self.ends):
+            if end is not None:
+                continue
+            if int(input_ids[r, -1]) in self.eos_ids:
+                self.ends[r] = (gen_len, "stop")
+            elif self.stops[r] and self._has_stop(input_ids[r], gen_len, r):
+                self.ends[r] = (gen_len, "stop")
+            elif gen_len >= self.max_tokens[r]:
+                self.ends[r] = (gen_len, "length")
+        return torch.tensor([e is not None for e in self.ends], device=input_ids.device)
+
+    def _has_stop(self, ids, gen_len: int, r: int) -> bool:
+        tail = ids[self.prompt_len + max(0, gen_len - self.windows[r]):].tolist()
+        text = self.tokenizer.decode(tail, skip_special_tokens=True)
+        return any(s and s in text for s in self.stops[r])
+
+    def result(self, r: int, gen_len: int) -> tuple[int, str]:
+        return self.ends[r] or (gen_len, "length")

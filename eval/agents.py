@@ -1,0 +1,42 @@
+"""Agents by name, for ``clew eval --agent NAME`` (DESIGN §2, §4).
+
+Entries are import paths of factories ``factory(**options) -> Agent``; options come from the
+config file and ``key=value`` overrides (``model``, ``seed``, ...). Lazy paths keep optional
+dependencies (vllm, minigrid) out of runs that do not use them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from clew.agents.base import Agent
+
+AGENTS: dict[str, str] = {
+    "random": "clew.agents.heuristics.random_walk:RandomAgent",
+    "frontier": "clew.agents.heuristics.gridmap_frontier:FrontierAgent",
+}
+
+
+def agent_factory(name: str):
+    try:
+        path = AGENTS[name]
+    except KeyError:
+        raise KeyError(f"unknown agent {name!r}; known: {', '.join(sorted(AGENTS))}") from None
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def build_agent(name: str, **options: Any) -> Agent:
+    """Build an agent; options it does not accept are an error that names them."""
+    factory = agent_factory(name)
+    params = inspect.signature(factory).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(options) - set(params))
+        if unknown:
+            raise ValueError(
+                f"agent {name!r} does not take option(s) {', '.join(unknown)}; "
+                f"it takes: {', '.join(p for p in params if p != 'self') or 'none'}"
+            )
+    return factory(**options)

@@ -1,0 +1,73 @@
+"""Evaluate an agent on a suite split into a run directory (``clew eval`` / ``clew search``)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from clew.envs.suites import resolve
+from clew.eval.agents import build_agent
+from clew.eval.config import ConfigError, EvalConfig
+from clew.eval.provenance import clew_version, git_commit
+from clew.eval.rundir import RunDir
+from clew.eval.runner import run_suite
+from clew.eval.summary import aggregate, metrics_document, summary_table
+
+# Fields that must not change when a run is resumed.
+RESUME_KEYS = ("agent", "agent_options", "suite", "repeats", "env_options", "max_steps",
+               "max_invalid_streak", "shard", "limit")
+
+
+def default_out(cfg: EvalConfig) -> str:
+    suite = cfg.suite.replace(":", "-").replace("/", "_")
+    return str(Path("runs") / f"{cfg.agent}-{suite}")
+
+
+def select_tasks(cfg: EvalConfig):
+    try:
+        tasks = resolve(cfg.suite)
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        raise ConfigError(f"config error:\n  suite: {exc}") from None
+    if cfg.limit:
+        tasks = tasks[: cfg.limit]
+    if cfg.shard:
+        i, n = (int(x) for x in cfg.shard.split("/"))
+        tasks = tasks[i::n]
+    return tasks
+
+
+def check_agent(cfg: EvalConfig) -> None:
+    """Build the agent once up front so a bad name or option fails before any work."""
+    try:
+        build_agent(cfg.agent, **cfg.agent_options)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ConfigError(f"config error:\n  agent: {exc}") from None
+
+
+def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[str, Any]]:
+    tasks = select_tasks(cfg)
+    check_agent(cfg)
+    run = RunDir(cfg.out or default_out(cfg))
+    record = cfg.model_dump()
+    record["out"] = str(run.path)
+    record["clew_version"] = clew_version()
+    record["git_commit"] = git_commit()
+    run.open(record, resume=cfg.resume, compare=RESUME_KEYS)
+    counts = asyncio.run(run_suite(
+        lambda: build_agent(cfg.agent, **cfg.agent_options), tasks, run,
+        repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
+        max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak, progress=progress,
+    ))
+    agg = finalize(run)
+    agg["counts"] = counts
+    return run, agg
+
+
+def finalize(run: RunDir) -> dict[str, Any]:
+    """Write metrics.json and summary.md from the episodes on disk; return the aggregate."""
+    records = run.episodes()
+    doc = metrics_document(records)
+    run.write_json("metrics.json", doc)
+    run.write_text("summary.md", summary_table([(run.path.name, doc["aggregate"])]))
+    return aggregate(records)

@@ -1,0 +1,182 @@
+"""The run directory: the unit of record, self-describing and append-only (DESIGN §3).
+
+```
+runs/NAME/
+  config.yaml          resolved config (with clew version and git commit)
+  episodes.jsonl       one line per finished episode
+  errors.jsonl         episodes that failed (rerun by --resume)
+  trees/EPISODE/STEP.json.gz
+  metrics.json         per-episode and aggregated metrics
+  summary.md           the summary table
+```
+
+Whole-file writes are atomic (temp file, fsync, rename). ``episodes.jsonl`` is appended one
+fsync'd line at a time; a line torn by a kill is detected and dropped on the next open, so a
+resumed run holds every finished episode exactly once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def clean_json(obj: Any) -> Any:
+    """NaN/inf become null: JSON has no NaN, and null reads as 'undefined' everywhere."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): clean_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean_json(v) for v in obj]
+    return obj
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(clean_json(obj), separators=(",", ":"), allow_nan=False)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_json(path: Path, obj: Any, *, compress: bool = False) -> None:
+    data = json.dumps(clean_json(obj), indent=None if compress else 1, allow_nan=False).encode()
+    atomic_write_bytes(path, gzip.compress(data, mtime=0) if compress else data)
+
+
+def read_jsonl(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
+    """Read a JSONL file. A torn *last* line (a kill mid-write) is dropped, and with ``repair``
+    cut from the file; a bad line anywhere else is an error naming the file and line."""
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    records, offset = [], 0
+    for i, line in enumerate(lines):
+        last = i == len(lines) - 1 or (i == len(lines) - 2 and lines[-1] == b"")
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                if not last:
+                    raise ValueError(f"{path}:{i + 1}: corrupt line ({exc.msg})") from None
+                print(f"warning: {path}:{i + 1}: dropping a torn last line (interrupted write)",
+                      file=sys.stderr)
+                if repair:
+                    with open(path, "r+b") as f:
+                        f.truncate(offset)
+                        f.flush()
+                        os.fsync(f.fileno())
+                break
+        offset += len(line) + 1
+    return records
+
+
+class RunDir:
+    """One run directory. ``open`` checks it is new, or compatible when resuming."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    @property
+    def episodes_file(self) -> Path:
+        return self.path / "episodes.jsonl"
+
+    @property
+    def errors_file(self) -> Path:
+        return self.path / "errors.jsonl"
+
+    def open(self, config: dict[str, Any], *, resume: bool, compare: tuple[str, ...] = ()) -> None:
+        if self.path.exists() and any(self.path.iterdir()):
+            if not resume:
+                raise FileExistsError(
+                    f"run directory {self.path} already holds a run; pass --resume to continue "
+                    f"it or choose another --out")
+            old = self.config()
+            for key in compare:
+                if old.get(key) != config.get(key):
+                    raise ValueError(
+                        f"cannot resume {self.path}: config field {key!r} was "
+                        f"{old.get(key)!r}, now {config.get(key)!r}")
+            read_jsonl(self.episodes_file, repair=True)
+            # A failed episode is retried on resume; its old error line goes.
+            if self.errors_file.exists():
+                self.errors_file.unlink()
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+
+    def config(self) -> dict[str, Any]:
+        file = self.path / "config.yaml"
+        if not file.exists():
+            raise FileNotFoundError(f"{self.path} is not a run directory (no config.yaml)")
+        try:
+            return yaml.safe_load(file.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{file}: not valid YAML: {exc}") from None
+
+    def episodes(self) -> list[dict[str, Any]]:
+        """Finished episodes, one per key (a duplicate key would be a bug: it is an error)."""
+        records = read_jsonl(self.episodes_file)
+        seen: set[str] = set()
+        for rec in records:
+            if rec.get("key") in seen:
+                raise ValueError(f"{self.episodes_file}: episode {rec['key']!r} recorded twice")
+            seen.add(rec.get("key"))
+        return records
+
+    def finished_keys(self) -> set[str]:
+        return {rec["key"] for rec in read_jsonl(self.episodes_file)}
+
+    def _append(self, file: Path, record: dict[str, Any]) -> None:
+        with open(file, "a", encoding="utf-8") as f:
+            f.write(dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def append_episode(self, record: dict[str, Any]) -> None:
+        self._append(self.episodes_file, record)
+
+    def append_error(self, record: dict[str, Any]) -> None:
+        self._append(self.errors_file, record)
+
+    def tree_dir(self, key: str) -> Path:
+        return self.path / "trees" / key.replace("/", "_")
+
+    def clear_trees(self, key: str) -> None:
+        """Trees of an interrupted episode are stale: the rerun writes them again."""
+        shutil.rmtree(self.tree_dir(key), ignore_errors=True)
+
+    def write_tree(self, key: str, step: int, tree: dict[str, Any]) -> Path:
+        path = self.tree_dir(key) / f"{step}.json.gz"
+        atomic_write_json(path, tree, compress=True)
+        return path
+
+    def write_json(self, name: str, obj: Any) -> None:
+        atomic_write_json(self.path / name, obj)
+
+    def write_text(self, name: str, text: str) -> None:
+        atomic_write_text(self.path / name, text)

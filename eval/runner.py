@@ -1,0 +1,230 @@
+"""The episode runner (DESIGN §2–3, spec_002 §0.5): agents act, envs step, records land on disk.
+
+``run_episode`` plays one task with one agent and returns its record. ``run_suite`` plays many
+concurrently (asyncio, ``concurrency`` at once), appends each finished episode to the run
+directory as soon as it ends, and skips finished ones on resume.
+
+Early-stop rules before each decision (spec_002 §0.5): the step limit; ``max_invalid_streak``
+invalid actions in a row (default 3; ``None`` turns it off); five identical actions in a row for
+envs whose ``flags.repeat_rule_applies``. A rule that fires ends the episode with
+``outcome.stopped_by`` naming it.
+
+BACKTRACK (spec_002 §6.10): an agent returns ``Decision(action="backtrack S<k>",
+info={"backtrack": k})``; the runner restores the snapshot of state ``k`` on the current path with
+``keep_clock=True``, cuts the path back to it and charges one step (recorded as an executed
+interaction). A target that is not on the path, or an env without ``supports_backtrack``, makes
+an invalid step that changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from clew.agents.base import Agent, Decision, Episode
+from clew.agents.lm.base import LMError
+from clew.envs.base import Env, Observation, Step, Task
+from clew.envs.registry import make_for
+from clew.eval.metrics import score_episode
+from clew.eval.rundir import RunDir
+
+DEFAULT_MAX_STEPS = 1000
+
+
+class RunAborted(RuntimeError):
+    """The run cannot go on (a dead model server, ...); finished episodes are kept."""
+
+
+def episode_key(task: Task, repeat: int) -> str:
+    return f"{task.id}#{repeat}"
+
+
+def _backtrack(env: Env, episode: Episode, snapshots: dict[int, Any], target: Any) -> Step:
+    try:
+        k = int(target)
+    except (TypeError, ValueError):
+        k = None
+    obs = env.observation()
+    if not env.flags.supports_backtrack:
+        reason = f"backtrack is not available in {env.name}"
+    elif k is None or k not in episode.path[:-1] or k not in snapshots:
+        reason = (f"cannot backtrack to S{target}: not an earlier state on the current path "
+                  f"({', '.join(f'S{s}' for s in episode.path)})")
+    else:
+        env.restore(snapshots[k], keep_clock=True)
+        env.set_clock(env.clock() + 1)
+        del episode.path[episode.path.index(k) + 1:]
+        back = env.observation()
+        text = f"You backtracked to state S{k}.\n{back.text}"
+        return Step(Observation(text, back.info), 0.0, env.done, True, {"backtrack": k})
+    return Step(Observation(f"Invalid action: {reason}.\n{obs.text}", obs.info), 0.0, env.done,
+                False, {"backtrack_error": reason})
+
+
+def _stop_rule(episode: Episode, env: Env, max_steps: int, max_invalid_streak: int | None):
+    steps = episode.steps
+    if len(steps) >= max_steps:
+        return "max_steps"
+    if max_invalid_streak and len(steps) >= max_invalid_streak and not any(
+            s.valid for s in steps[-max_invalid_streak:]):
+        return "invalid_streak"
+    if env.flags.repeat_rule_applies and len(steps) >= 5 and len({s.action for s in steps[-5:]}) == 1:
+        return "repeated_action"
+    return None
+
+
+async def run_episode(
+    agent: Agent,
+    task: Task,
+    *,
+    key: str | None = None,
+    env_options: dict[str, Any] | None = None,
+    max_steps: int | None = None,
+    max_invalid_streak: int | None = 3,
+    on_tree: Callable[[int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Play one episode; return its record (what ``episodes.jsonl`` holds)."""
+    start = time.perf_counter()
+    env = make_for(task, **(env_options or {}))
+    episode = Episode(task, env, env.reset(task), key or episode_key(task, 0))
+    # Snapshots only for agents that may backtrack: other agents should not pay for them.
+    keep_snaps = env.flags.supports_backtrack and getattr(agent, "backtracks", False)
+    snapshots = {0: env.snapshot()} if keep_snaps else {}
+    next_id = 1
+    stopped_by = None
+    limit = max_steps or DEFAULT_MAX_STEPS
+    while not env.done:
+        stopped_by = _stop_rule(episode, env, limit, max_invalid_streak)
+        if stopped_by:
+            break
+        decision = await agent.act(episode)
+        if not isinstance(decision, Decision):
+            decision = Decision(str(decision))
+        if "backtrack" in decision.info:
+            step = _backtrack(env, episode, snapshots, decision.info["backtrack"])
+        else:
+            step = env.step(decision.action)
+            if step.valid:
+                episode.path.append(next_id)
+                if keep_snaps:
+                    snapshots[next_id] = env.snapshot()
+                next_id += 1
+        episode.record(decision, step)
+        for t, tree in episode.trees:
+            if on_tree:
+                on_tree(t, tree)
+        episode.trees.clear()
+    agent.on_episode_end(episode)
+    stopped_by = "done" if env.done else (stopped_by or "max_steps")
+    record = _record(agent, episode, env, stopped_by, time.perf_counter() - start)
+    try:
+        record["metrics"] = score_episode(task, record)
+    except Exception as exc:  # a metric bug must not lose the episode
+        record["metrics"] = {"error": f"{type(exc).__name__}: {exc}"}
+    return record
+
+
+def _record(agent: Agent, episode: Episode, env: Env, stopped_by: str, wall: float) -> dict:
+    executed = sum(1 for i in episode.interactions if i.kind == "executed")
+    simulated = len(episode.interactions) - executed
+    grade = float(env.grade())
+    return {
+        "key": episode.key,
+        "agent": getattr(agent, "name", type(agent).__name__),
+        "agent_kind": getattr(agent, "kind", "unknown"),
+        "task": episode.task.to_dict(),
+        "actions": episode.actions(),
+        "steps": [asdict(s) for s in episode.steps],
+        "interactions": {"executed": executed, "simulated": simulated},
+        "usage": episode.usage.to_dict(),
+        "outcome": {
+            "success": grade >= 1.0 if env.flags.outcome_mode == "terminal_success" else None,
+            "grade": grade,
+            "return": sum(s.reward for s in episode.steps),
+            "steps": len(episode.steps),
+            "invalid": sum(1 for s in episode.steps if not s.valid),
+            "stopped_by": stopped_by,
+        },
+        "wall_s": round(wall, 4),
+    }
+
+
+async def run_suite(
+    agent_factory: Callable[[], Agent],
+    tasks: list[Task],
+    run: RunDir,
+    *,
+    repeats: int = 1,
+    concurrency: int = 4,
+    env_options: dict[str, Any] | None = None,
+    max_steps: int | None = None,
+    max_invalid_streak: int | None = 3,
+    progress: bool = True,
+) -> dict[str, int]:
+    """Play every (task, repeat) not yet finished in ``run``; return counts.
+
+    One agent per episode (``agent_factory``) keeps episodes independent; agents that learn
+    across tasks (reflection memory) share state through their factory on purpose.
+    """
+    done = run.finished_keys()
+    todo = [(t, r) for t in tasks for r in range(repeats) if episode_key(t, r) not in done]
+    counts = {"skipped": len(tasks) * repeats - len(todo), "finished": 0, "failed": 0}
+    sem = asyncio.Semaphore(max(1, concurrency))
+    bar = _progress(len(todo), progress)
+    aborted = False
+
+    async def one(task: Task, repeat: int) -> None:
+        nonlocal aborted
+        key = episode_key(task, repeat)
+        async with sem:
+            if aborted:
+                return
+            run.clear_trees(key)
+            try:
+                record = await run_episode(
+                    agent_factory(), task, key=key, env_options=env_options,
+                    max_steps=max_steps, max_invalid_streak=max_invalid_streak,
+                    on_tree=lambda t, tree: run.write_tree(key, t, tree))
+            except LMError as exc:
+                aborted = True
+                run.append_error({"key": key, "task_id": task.id, "error": str(exc),
+                                  "kind": "model"})
+                raise RunAborted(
+                    f"model failure in episode {key}: {exc}\n{counts['finished']} episode(s) "
+                    f"finished in this session are kept in {run.path}; fix the model and rerun "
+                    f"with --resume") from exc
+            except Exception as exc:
+                counts["failed"] += 1
+                run.append_error({"key": key, "task_id": task.id,
+                                  "error": f"{type(exc).__name__}: {exc}",
+                                  "traceback": traceback.format_exc(limit=8)})
+                print(f"episode {key} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                return
+            run.append_episode(record)
+            counts["finished"] += 1
+            bar.update(1)
+
+    jobs = [asyncio.ensure_future(one(t, r)) for t, r in todo]
+    try:
+        await asyncio.gather(*jobs)
+    except RunAborted:
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+        raise
+    finally:
+        bar.close()
+    return counts
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="episodes", unit="ep", disable=not enabled or total == 0,
+                file=sys.stderr, leave=False)
+

@@ -1,0 +1,102 @@
+"""Aggregate episode records into ``metrics.json`` and a plain-text/markdown summary table.
+
+Per-episode ratios first, then means over episodes ignoring undefined (null/NaN) values, with
+standard errors and counts (spec_000 §1.10, D7). "Steps" is reported over successful episodes
+(spec_000 D8) and over all episodes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from clew.eval.metrics import is_number, mean_and_stderr
+
+# Headline metrics shown in the summary when any run has them, in this order.
+HEADLINE = [
+    ("exploration_error", "explore err"),
+    ("exploitation_error", "exploit err"),
+    ("normalized_reward", "norm. reward"),
+    ("gap_total", "gap total"),
+    ("gap_exploration", "gap explore"),
+    ("gap_exploitation", "gap exploit"),
+    ("coverage", "coverage"),
+]
+
+
+def _numbers(d: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in d.items() if is_number(v) or isinstance(v, bool)}
+
+
+def episode_numbers(record: dict[str, Any]) -> dict[str, float]:
+    """The numeric facts of one episode record: outcome, metrics, usage, interactions."""
+    out = _numbers(record.get("outcome", {}))
+    out.update(_numbers(record.get("metrics", {})))
+    usage = record.get("usage", {})
+    out["tokens"] = float(sum(u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)
+                              for u in usage.values()))
+    out["lm_calls"] = float(sum(u.get("calls", 0) for u in usage.values()))
+    for kind, n in record.get("interactions", {}).items():
+        out[f"interactions_{kind}"] = float(n)
+    out["wall_s"] = float(record.get("wall_s", 0.0))
+    return out
+
+
+def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """``{"episodes": n, "agent": ..., "mean": {...}, "stderr": {...}, "n": {...}}``."""
+    per = [episode_numbers(r) for r in records]
+    keys = sorted({k for p in per for k in p})
+    mean, stderr, count = {}, {}, {}
+    for k in keys:
+        mean[k], stderr[k], count[k] = mean_and_stderr([p.get(k, math.nan) for p in per])
+    succ = [p["steps"] for p in per if p.get("success") == 1.0 and "steps" in p]
+    mean["steps_success"], stderr["steps_success"], count["steps_success"] = mean_and_stderr(succ)
+    roles: dict[str, dict[str, float]] = {}
+    for r in records:
+        for role, u in r.get("usage", {}).items():
+            acc = roles.setdefault(role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+            for f in acc:
+                acc[f] += u.get(f, 0)
+    agents = sorted({r.get("agent", "?") for r in records})
+    kinds = sorted({r.get("agent_kind", "?") for r in records})
+    return {
+        "episodes": len(records), "agent": ",".join(agents), "agent_kind": ",".join(kinds),
+        "mean": mean, "stderr": stderr, "n": count,
+        "usage_by_role": {role: {k: v / max(len(records), 1) for k, v in u.items()}
+                          for role, u in roles.items()},
+    }
+
+
+def metrics_document(records: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "aggregate": aggregate(records),
+        "episodes": {r["key"]: episode_numbers(r) for r in records},
+    }
+
+
+def _fmt(mean: float, se: float | None = None, digits: int = 3) -> str:
+    if mean is None or not math.isfinite(mean):
+        return "-"
+    text = f"{mean:.{digits}f}"
+    if se is not None and math.isfinite(se):
+        text += f" ± {se:.{digits}f}"
+    return text
+
+
+def summary_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
+    """Markdown table, one row per ``(run name, aggregate)``."""
+    present = [(k, label) for k, label in HEADLINE
+               if any(math.isfinite(agg["mean"].get(k, math.nan)) for _, agg in rows)]
+    header = ["run", "agent", "kind", "episodes", "success", "steps (succ.)"]
+    header += [label for _, label in present] + ["tokens/ep", "sim. interactions/ep"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, agg in rows:
+        m, se = agg["mean"], agg["stderr"]
+        cells = [name, agg["agent"], agg["agent_kind"], str(agg["episodes"]),
+                 _fmt(m.get("success", math.nan), se.get("success"), 2),
+                 _fmt(m.get("steps_success", math.nan), None, 1)]
+        cells += [_fmt(m.get(k, math.nan), se.get(k)) for k, _ in present]
+        cells += [_fmt(m.get("tokens", math.nan), None, 0),
+                  _fmt(m.get("interactions_simulated", math.nan), None, 1)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,302 @@
+"""Plain-data search tree of one real step (spec_002 §1.2, §1.14), and its JSON form.
+
+The MCTS core (:mod:`clew.search.mcts`), the baselines and the EL flattener (spec_002 §6) all
+work on these three dataclasses. Nodes and edges are also indexed by id in the :class:`Tree`, so a
+flattener can follow a traversal (a list of edge ids) without walking links.
+
+Actions are env action strings (``env.parse_action`` output); ``None`` is the NONE action of
+spec_002 §1.3 step 7 (no completion parsed). Whether an edge is a STOP is decided by the caller
+(``env.is_stop``) when the edge is created and stored on the edge, so the tree and the flattener
+never need the env.
+
+JSON schema (``tree_to_dict``; ``"schema": "clew.tree/1"``). Snapshots are never serialised.
+Object links become ids::
+
+    {
+      "schema": "clew.tree/1",
+      "root": 0,                                   # node id of the root
+      "nodes": [                                   # by node_id (creation order), node_id == index
+        {"node_id": 0, "parent": null | node_id, "incoming": null | edge_id, "depth": 0,
+         "obs": str | null,                        # observation after the incoming action
+         "edges": [edge_id, ...],                  # edge order = prior rank = tie-break order
+         "expanded": bool, "ns": int, "value": float | null,
+         "value_record": dict | null,              # samples, rationales, debate texts (§2.1)
+         "terminal": bool,
+         "terminal_reason": null | "stop" | "invalid" | "env_done" | "horizon" | "depth"
+                            | "early_stop",
+         "needs_eval": bool,
+         "retrieved_policy_refl": [str, ...],      # reflection ids shown at this expansion
+         "info": {}}                               # free extras (e.g. env step info)
+      ],
+      "edges": [                                   # by edge_id (creation order), edge_id == index
+        {"edge_id": 0, "parent": node_id, "action": str | null, "key": str, "raw": str,
+         "count": int, "prior": float, "n": int, "q": float, "v_next": float | null,
+         "child": node_id | null, "is_stop": bool, "is_none": bool}
+      ],
+      "expansion_order": [node_id, ...],           # order in which nodes were expanded
+      "eval_order": [node_id, ...],                # order in which nodes were evaluated by V
+      "traversals": [[edge_id, ...], ...],         # one per simulation, exactly as simulated
+      "decision": {"kind": "single" | "path" | null, "edges": [edge_id, ...]},
+      "counters": {"simulations": int, "value_calls": int, "policy_calls": int,
+                   "seconds": float, "stopped_by": str | null},
+      "meta": {...}                                # step t, task id, agent, config, usage, ...
+    }
+
+A traversal may be empty (a simulation that found the root terminal never happens, but the
+baselines of §5.3/§5.4 record their visit order the same way: one list of edge ids per node
+they evaluated, root to that node).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "clew.tree/1"
+
+
+@dataclass(eq=False)
+class Edge:
+    """An action out of a node (spec_002 §1.2). ``parent``/``child`` are object links."""
+
+    edge_id: int
+    parent: Node
+    action: str | None          # None = the NONE action (nothing parsed)
+    key: str                    # env.canonical(action): merge key
+    raw: str = ""               # first sampled completion that produced this key
+    count: int = 0              # samples that produced this key
+    prior: float = 0.0          # P(a|s), renormalised over the kept edges
+    n: int = 0                  # N(s,a)
+    q: float = 0.0              # Q(s,a), q_init
+    v_next: float | None = None  # V(child) once evaluated
+    child: Node | None = None
+    is_stop: bool = False
+
+    @property
+    def is_none(self) -> bool:
+        return self.action is None
+
+
+@dataclass(eq=False)
+class Node:
+    """A state reached by a path of actions from the tree root (spec_002 §1.2)."""
+
+    node_id: int
+    parent: Node | None = None
+    incoming: Edge | None = None
+    depth: int = 0
+    obs: str | None = None
+    snap: Any = None            # env snapshot cache (§1.11); never serialised
+    edges: list[Edge] = field(default_factory=list)
+    expanded: bool = False
+    ns: int = 0                 # Ns(s) = sum of N over the edges
+    value: float | None = None
+    value_record: dict[str, Any] | None = None
+    terminal: bool = False
+    terminal_reason: str | None = None
+    needs_eval: bool = True
+    retrieved_policy_refl: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def path_edges(self) -> list[Edge]:
+        """Edges from the tree root down to this node."""
+        out: list[Edge] = []
+        node: Node | None = self
+        while node is not None and node.incoming is not None:
+            out.append(node.incoming)
+            node = node.parent
+        return out[::-1]
+
+
+@dataclass(eq=False)
+class Tree:
+    """One search tree: nodes/edges by id, expansion order and traversals (spec_002 §1.14)."""
+
+    nodes: list[Node] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+    expansion_order: list[int] = field(default_factory=list)
+    eval_order: list[int] = field(default_factory=list)
+    traversals: list[list[int]] = field(default_factory=list)
+    decision_kind: str | None = None       # "single" | "path"
+    decision_edges: list[int] = field(default_factory=list)
+    counters: dict[str, Any] = field(default_factory=lambda: {
+        "simulations": 0, "value_calls": 0, "policy_calls": 0, "seconds": 0.0,
+        "stopped_by": None})
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # --- building ------------------------------------------------------------------------
+    @classmethod
+    def with_root(cls, obs: str | None, snap: Any = None) -> Tree:
+        tree = cls()
+        tree.new_node(parent=None, incoming=None, obs=obs, snap=snap)
+        return tree
+
+    @property
+    def root(self) -> Node:
+        return self.nodes[0]
+
+    def new_node(self, parent: Node | None, incoming: Edge | None, obs: str | None = None,
+                 snap: Any = None) -> Node:
+        node = Node(node_id=len(self.nodes), parent=parent, incoming=incoming,
+                    depth=0 if parent is None else parent.depth + 1, obs=obs, snap=snap)
+        self.nodes.append(node)
+        if incoming is not None:
+            incoming.child = node
+        return node
+
+    def new_edge(self, parent: Node, action: str | None, key: str, raw: str = "", count: int = 0,
+                 prior: float = 0.0, q: float = 0.0, is_stop: bool = False) -> Edge:
+        edge = Edge(edge_id=len(self.edges), parent=parent, action=action, key=key, raw=raw,
+                    count=count, prior=prior, q=q, is_stop=is_stop)
+        self.edges.append(edge)
+        parent.edges.append(edge)
+        return edge
+
+    def edge(self, edge_id: int) -> Edge:
+        return self.edges[edge_id]
+
+    def node(self, node_id: int) -> Node:
+        return self.nodes[node_id]
+
+
+# --- JSON ----------------------------------------------------------------------------------
+def _node_dict(node: Node) -> dict[str, Any]:
+    return {
+        "node_id": node.node_id,
+        "parent": None if node.parent is None else node.parent.node_id,
+        "incoming": None if node.incoming is None else node.incoming.edge_id,
+        "depth": node.depth, "obs": node.obs,
+        "edges": [e.edge_id for e in node.edges],
+        "expanded": node.expanded, "ns": node.ns, "value": node.value,
+        "value_record": node.value_record, "terminal": node.terminal,
+        "terminal_reason": node.terminal_reason, "needs_eval": node.needs_eval,
+        "retrieved_policy_refl": list(node.retrieved_policy_refl), "info": node.info,
+    }
+
+
+def _edge_dict(edge: Edge) -> dict[str, Any]:
+    return {
+        "edge_id": edge.edge_id, "parent": edge.parent.node_id, "action": edge.action,
+        "key": edge.key, "raw": edge.raw, "count": edge.count, "prior": edge.prior,
+        "n": edge.n, "q": edge.q, "v_next": edge.v_next,
+        "child": None if edge.child is None else edge.child.node_id,
+        "is_stop": edge.is_stop, "is_none": edge.is_none,
+    }
+
+
+def tree_to_dict(tree: Tree) -> dict[str, Any]:
+    """The JSON-able form of ``tree`` (schema in the module docstring)."""
+    return {
+        "schema": SCHEMA,
+        "root": 0,
+        "nodes": [_node_dict(n) for n in tree.nodes],
+        "edges": [_edge_dict(e) for e in tree.edges],
+        "expansion_order": list(tree.expansion_order),
+        "eval_order": list(tree.eval_order),
+        "traversals": [list(t) for t in tree.traversals],
+        "decision": {"kind": tree.decision_kind, "edges": list(tree.decision_edges)},
+        "counters": dict(tree.counters),
+        "meta": tree.meta,
+    }
+
+
+class TreeFormatError(ValueError):
+    """A stored tree does not follow the schema; the message says where."""
+
+
+def tree_from_dict(data: dict[str, Any], where: str = "tree") -> Tree:
+    """Rebuild a :class:`Tree` (links included, no snapshots) from :func:`tree_to_dict` output."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise TreeFormatError(f"{where}: expected schema {SCHEMA!r}, got {got!r}")
+    try:
+        tree = Tree()
+        for i, nd in enumerate(data["nodes"]):
+            if nd["node_id"] != i:
+                raise TreeFormatError(f"{where}: nodes[{i}] has node_id {nd['node_id']}")
+            tree.nodes.append(Node(
+                node_id=i, depth=int(nd["depth"]), obs=nd["obs"], expanded=bool(nd["expanded"]),
+                ns=int(nd["ns"]), value=nd["value"], value_record=nd.get("value_record"),
+                terminal=bool(nd["terminal"]), terminal_reason=nd.get("terminal_reason"),
+                needs_eval=bool(nd.get("needs_eval", True)),
+                retrieved_policy_refl=list(nd.get("retrieved_policy_refl", [])),
+                info=dict(nd.get("info") or {})))
+        for i, ed in enumerate(data["edges"]):
+            if ed["edge_id"] != i:
+                raise TreeFormatError(f"{where}: edges[{i}] has edge_id {ed['edge_id']}")
+            edge = Edge(
+                edge_id=i, parent=tree.nodes[ed["parent"]], action=ed["action"], key=ed["key"],
+                raw=ed.get("raw", ""), count=int(ed.get("count", 0)),
+                prior=float(ed.get("prior", 0.0)), n=int(ed["n"]), q=float(ed["q"]),
+                v_next=ed.get("v_next"), is_stop=bool(ed.get("is_stop", False)))
+            if ed.get("child") is not None:
+                edge.child = tree.nodes[ed["child"]]
+            tree.edges.append(edge)
+        for nd, node in zip(data["nodes"], tree.nodes):
+            node.parent = None if nd["parent"] is None else tree.nodes[nd["parent"]]
+            node.incoming = None if nd["incoming"] is None else tree.edges[nd["incoming"]]
+            node.edges = [tree.edges[j] for j in nd["edges"]]
+        tree.expansion_order = [int(x) for x in data.get("expansion_order", [])]
+        tree.eval_order = [int(x) for x in data.get("eval_order", [])]
+        tree.traversals = [[int(x) for x in t] for t in data.get("traversals", [])]
+        decision = data.get("decision") or {}
+        tree.decision_kind = decision.get("kind")
+        tree.decision_edges = [int(x) for x in decision.get("edges", [])]
+        tree.counters = dict(data.get("counters") or {})
+        tree.meta = dict(data.get("meta") or {})
+    except TreeFormatError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise TreeFormatError(f"{where}: malformed tree ({type(exc).__name__}: {exc})") from exc
+    return tree
+
+
+# --- files ---------------------------------------------------------------------------------
+def write_atomic(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def dump_tree_dict(path: str | Path, data: dict[str, Any]) -> None:
+    """Save an already converted tree dict as gzip JSON (atomic)."""
+    raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    # mtime=0: identical trees give identical files
+    write_atomic(path, gzip.compress(raw, mtime=0))
+
+
+def save_tree(path: str | Path, tree: Tree | dict[str, Any]) -> None:
+    """Save ``tree`` (a Tree or its dict) to ``path`` as gzip JSON, atomically."""
+    dump_tree_dict(path, tree if isinstance(tree, dict) else tree_to_dict(tree))
+
+
+def load_tree_dict(path: str | Path) -> dict[str, Any]:
+    """Read a tree file (gzip JSON, or plain JSON when the name does not end in .gz)."""
+    path = Path(path)
+    try:
+        blob = path.read_bytes()
+        text = gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob
+        return json.loads(text)
+    except (OSError, EOFError, gzip.BadGzipFile, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TreeFormatError(f"{path}: cannot read tree ({type(exc).__name__}: {exc})") from exc
+
+
+def load_tree(path: str | Path) -> Tree:
+    """Load a tree saved by :func:`save_tree`."""
+    return tree_from_dict(load_tree_dict(path), where=str(path))

@@ -1,0 +1,86 @@
+"""A tiny deterministic env for runner/CLI tests: walk a line from 0 to ``length``."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from clew.agents.base import BaseAgent, Decision
+from clew.envs.base import Env, EnvFlags, Observation, Step, Task
+
+
+@dataclass
+class LineState:
+    pos: int = 0
+    steps: int = 0
+    done: bool = False
+
+
+class LineEnv(Env):
+    name = "toy-line"
+    flags = EnvFlags(supports_backtrack=True)
+
+    def reset(self, task: Task) -> Observation:
+        self.task = task
+        self.length = int(task.params.get("length", 3))
+        self.budget = int(task.params.get("budget", 10))
+        self.state = LineState()
+        return self.observation()
+
+    def observation(self) -> Observation:
+        s = self.state
+        return Observation(f"at {s.pos} of {self.length}, step {s.steps}", {"pos": s.pos})
+
+    def legal_actions(self) -> list[str]:
+        return ["left", "right"]
+
+    def step(self, action: str) -> Step:
+        s = self.state
+        s.steps += 1
+        a = self.parse_action(action)
+        if a is None:
+            obs = self.observation()
+            s.done = s.steps >= self.budget
+            return Step(Observation(f"invalid action {action!r}. " + obs.text, obs.info),
+                        0.0, s.done, False)
+        s.pos = max(0, s.pos + (1 if a == "right" else -1))
+        reward = 1.0 if s.pos == self.length else 0.0
+        s.done = s.pos == self.length or s.steps >= self.budget
+        return Step(self.observation(), reward, s.done, True)
+
+    def instructions(self, variant: str = "default") -> str:
+        return "Walk right to the end of the line."
+
+    def grade(self) -> float:
+        return 1.0 if self.state.pos == self.length else 0.0
+
+
+def line_task(i: int, length: int = 3, budget: int = 10) -> Task:
+    return Task("toy-line", {"length": length, "budget": budget}, seed=i, id=f"line-{i}")
+
+
+class ScriptedAgent(BaseAgent):
+    """Plays a fixed list of decisions (strings or Decision), then 'right' forever."""
+
+    name = "scripted"
+    backtracks = True
+
+    def __init__(self, script=(), delay: float = 0.0):
+        self.script = list(script)
+        self.delay = delay
+
+    async def act(self, episode):
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if episode.t < len(self.script):
+            d = self.script[episode.t]
+            return d if isinstance(d, Decision) else Decision(d)
+        return Decision("right")
+
+
+def register() -> None:
+    from clew.envs.registry import register as reg
+    from clew.eval.agents import AGENTS
+
+    reg("toy-line", "toyenv:LineEnv")
+    AGENTS["toy-scripted"] = "toyenv:ScriptedAgent"
