@@ -102,6 +102,10 @@ class Env(ABC):
     name: ClassVar[str] = "env"
     flags: ClassVar[EnvFlags] = EnvFlags()
 
+    #: The runner stops an episode after this many invalid actions in a row (spec_002 §0.5
+    #: rule 2); ``None`` for envs whose own spec says how invalid actions count.
+    max_invalid_streak: ClassVar[int | None] = 3
+
     task: Task | None = None
     state: Any = None
 

@@ -13,12 +13,22 @@ from clew.envs.base import Env, Task
 
 # name -> "module:EnvClass"
 ENVS: dict[str, str] = {
+    "rooms": "clew.envs.rooms.env:RoomsEnv",
+    "hillsearch": "clew.envs.oracle_search.hill:HillSearchEnv",
+    "treesearch": "clew.envs.oracle_search.tree:TreeSearchEnv",
+    "maxsatsearch": "clew.envs.oracle_search.maxsat:MaxSatSearchEnv",
     "gridmap": "clew.envs.gridmap.env:GridMapEnv",
+    "textminigrid": "clew.envs.textminigrid.env:TextMiniGridEnv",
 }
 
 # name -> "module:generate" where generate(params: dict, seed: int) -> Task
 GENERATORS: dict[str, str] = {
+    "rooms": "clew.envs.rooms.generator:generate_task",
+    "hillsearch": "clew.envs.oracle_search.hill:generate_task",
+    "treesearch": "clew.envs.oracle_search.tree:generate_task",
+    "maxsatsearch": "clew.envs.oracle_search.maxsat:generate_task",
     "gridmap": "clew.envs.gridmap.generator:generate_task",
+    "textminigrid": "clew.envs.textminigrid.generator:generate_task",
 }
 
 

@@ -35,9 +35,21 @@ class Suite:
 
 # name -> "module:builder" with builder() -> Suite
 SUITES: dict[str, str] = {
+    "rooms-v1": "clew.envs.rooms.suites:rooms_v1",
+    "rooms-4x4": "clew.envs.rooms.suites:rooms_4x4",
+    "rooms-5x5": "clew.envs.rooms.suites:rooms_5x5",
+    "rooms-7x7": "clew.envs.rooms.suites:rooms_7x7",
+    "rooms-7x7-exploit": "clew.envs.rooms.suites:rooms_7x7_exploit",
+    "rooms-7x7-explore": "clew.envs.rooms.suites:rooms_7x7_explore",
+    "paper-003-main": "clew.envs.oracle_search.suites:paper_003_main",
+    "paper-003-additional": "clew.envs.oracle_search.suites:paper_003_additional",
+    "paper-003-general": "clew.envs.oracle_search.suites:paper_003_general",
+    "paper-003-difficulty": "clew.envs.oracle_search.suites:paper_003_difficulty",
     "gridmap-v1": "clew.envs.gridmap.suites:gridmap_v1",
     "gridmap-mini": "clew.envs.gridmap.suites:gridmap_mini",
     "gridmap-semantic": "clew.envs.gridmap.suites:gridmap_semantic",
+    "textminigrid-45": "clew.envs.textminigrid.suites:textminigrid_45",
+    "textminigrid-v1": "clew.envs.textminigrid.suites:textminigrid_v1",
 }
 
 _cache: dict[str, Suite] = {}

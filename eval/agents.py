@@ -14,8 +14,26 @@ from typing import Any
 from clew.agents.base import Agent
 
 AGENTS: dict[str, str] = {
+    "hill-baseline": "clew.agents.heuristics.explore_exploit:HillBaseline",
+    "tree-baseline": "clew.agents.heuristics.explore_exploit:TreeBaseline",
+    "maxsat-baseline": "clew.agents.heuristics.explore_exploit:MaxSatBaseline",
+    "explore-exploit": "clew.agents.heuristics.explore_exploit:ExploreExploit",
+    "random-query": "clew.agents.heuristics.explore_exploit:RandomQuery",
+    "rooms-random-walk": "clew.agents.heuristics.rooms_random_walk:RoomsRandomWalk",
     "random": "clew.agents.heuristics.random_walk:RandomAgent",
     "frontier": "clew.agents.heuristics.gridmap_frontier:FrontierAgent",
+    "react": "clew.agents.react:ReActAgent",
+    "babyai-bot": "clew.agents.heuristics.babyai_bot_agent:BabyAIBotAgent",  # uses_oracle
+    "gridmap-oracle": "clew.agents.heuristics.gridmap_frontier:OracleAgent",  # uses_oracle
+    "distilled": "clew.agents.distilled:make_distilled",  # EL/IL fine-tuned model, no search
+    # search agents (spec_002 §5); heuristic roles without `model`, LM roles with it
+    "mcts": "clew.search.rmcts:make_mcts",
+    "rmcts": "clew.search.rmcts:make_rmcts",
+    "rmcts-mad": "clew.search.rmcts:make_rmcts_mad",
+    "tot-bfs": "clew.search.bfs_dfs:make_tot_bfs",
+    "tot-dfs": "clew.search.bfs_dfs:make_tot_dfs",
+    "best-first": "clew.search.best_first:make_best_first",
+    "policy-only": "clew.search.rmcts:make_policy_agent",  # the search policy without search
 }
 
 

@@ -28,7 +28,8 @@ class EvalConfig(BaseModel):
     repeats: int = Field(1, ge=1)
     concurrency: int = Field(4, ge=1)
     max_steps: int | None = Field(None, ge=1)
-    max_invalid_streak: int | None = Field(3, ge=1)
+    max_invalid_streak: int | None = Field(
+        None, ge=0, description="stop after N invalid actions in a row; unset = env default, 0 = off")
     env_options: dict[str, Any] = Field(default_factory=dict)
     resume: bool = False
     shard: str | None = None

@@ -5,8 +5,9 @@ concurrently (asyncio, ``concurrency`` at once), appends each finished episode t
 directory as soon as it ends, and skips finished ones on resume.
 
 Early-stop rules before each decision (spec_002 §0.5): the step limit; ``max_invalid_streak``
-invalid actions in a row (default 3; ``None`` turns it off); five identical actions in a row for
-envs whose ``flags.repeat_rule_applies``. A rule that fires ends the episode with
+invalid actions in a row (``None`` = the env's own ``max_invalid_streak`` attribute, 3 unless the
+env's spec has its own invalid-action rule; ``0`` turns it off); five identical actions in a row
+for envs whose ``flags.repeat_rule_applies``. A rule that fires ends the episode with
 ``outcome.stopped_by`` naming it.
 
 BACKTRACK (spec_002 §6.10): an agent returns ``Decision(action="backtrack S<k>",
@@ -85,7 +86,7 @@ async def run_episode(
     key: str | None = None,
     env_options: dict[str, Any] | None = None,
     max_steps: int | None = None,
-    max_invalid_streak: int | None = 3,
+    max_invalid_streak: int | None = None,
     on_tree: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Play one episode; return its record (what ``episodes.jsonl`` holds)."""
@@ -98,6 +99,8 @@ async def run_episode(
     next_id = 1
     stopped_by = None
     limit = max_steps or DEFAULT_MAX_STEPS
+    if max_invalid_streak is None:
+        max_invalid_streak = getattr(env, "max_invalid_streak", 3)
     while not env.done:
         stopped_by = _stop_rule(episode, env, limit, max_invalid_streak)
         if stopped_by:
@@ -122,6 +125,7 @@ async def run_episode(
     agent.on_episode_end(episode)
     stopped_by = "done" if env.done else (stopped_by or "max_steps")
     record = _record(agent, episode, env, stopped_by, time.perf_counter() - start)
+    record["env_options"] = dict(env_options or {})
     try:
         record["metrics"] = score_episode(task, record)
     except Exception as exc:  # a metric bug must not lose the episode
@@ -163,7 +167,7 @@ async def run_suite(
     concurrency: int = 4,
     env_options: dict[str, Any] | None = None,
     max_steps: int | None = None,
-    max_invalid_streak: int | None = 3,
+    max_invalid_streak: int | None = None,
     progress: bool = True,
 ) -> dict[str, int]:
     """Play every (task, repeat) not yet finished in ``run``; return counts.

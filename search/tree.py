@@ -36,15 +36,17 @@ Object links become ids::
       "expansion_order": [node_id, ...],           # order in which nodes were expanded
       "eval_order": [node_id, ...],                # order in which nodes were evaluated by V
       "traversals": [[edge_id, ...], ...],         # one per simulation, exactly as simulated
-      "decision": {"kind": "single" | "path" | null, "edges": [edge_id, ...]},
+      "decision": {"kind": "single" | "path" | "sequence" | null, "edges": [edge_id, ...]},
       "counters": {"simulations": int, "value_calls": int, "policy_calls": int,
                    "seconds": float, "stopped_by": str | null},
       "meta": {...}                                # step t, task id, agent, config, usage, ...
     }
 
-A traversal may be empty (a simulation that found the root terminal never happens, but the
-baselines of §5.3/§5.4 record their visit order the same way: one list of edge ids per node
-they evaluated, root to that node).
+Decision kinds: ``single`` (MCTS: one root edge, the most visited), ``path`` (MCTS early stop at
+the top value, §1.8: the edges of the last traversal), ``sequence`` (ToT BFS/DFS and best-first,
+§5.3/§5.4: the path to the best-scoring node, not necessarily the last traversal). The frontier
+baselines record their visit order the same way as MCTS: one traversal (edge ids from the root)
+per popped node, in pop order.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def test_invalid_streak_stops_the_episode():
     rec = play(ScriptedAgent(["jump"] * 10), line_task(0), max_invalid_streak=3)
     assert rec["outcome"]["stopped_by"] == "invalid_streak"
     assert rec["outcome"]["steps"] == 3 and rec["outcome"]["invalid"] == 3
-    rec = play(ScriptedAgent(["jump"] * 4), line_task(0), max_invalid_streak=None)
+    rec = play(ScriptedAgent(["jump"] * 4), line_task(0), max_invalid_streak=0)
     assert rec["outcome"]["invalid"] == 4 and rec["outcome"]["success"]
 
 

@@ -20,7 +20,9 @@ Semantics follow vLLM / OpenAI-compatible servers so the backends are interchang
 Decisions: a request with a ``seed`` and temperature > 0 is generated in a batch of its own under
 a forked, seeded torch RNG, so its samples do not depend on what else ran concurrently; unseeded
 sampled requests batch freely. Greedy requests batch regardless of seed. Logprobs, when asked
-for, are those of the raw model distribution (before temperature / top-p), as vLLM reports them.
+for, are those of the raw model distribution (before temperature / top-p), as vLLM reports them,
+one ``{"token", "logprob", "id", "top_logprobs": [{"token", "logprob", "id"}, ...]}`` per
+generated token, best first (the shape every backend returns; the openai one has no ids).
 """
 
 from __future__ import annotations
@@ -34,7 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError, Sampling
+import torch
+from transformers import StoppingCriteria
+
+try:
+    from tokenizers.decoders import DecodeStream
+except ImportError:  # older tokenizers
+    DecodeStream = None
+
+from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError
+from clew.agents.lm.sampling import cut_at_stop, validate_sampling
 from clew.agents.usage import Usage
 
 
@@ -45,36 +56,12 @@ class _Job:
     prompt_ids: list[int] = field(default_factory=list)
 
 
-def validate_sampling(name: str, s: Sampling) -> None:
-    """Reject sampling settings no backend can honour, naming the model and the field."""
-    if s.n < 1:
-        raise LMError(f"{name}: sampling n must be >= 1, got {s.n}")
-    if s.max_tokens < 1:
-        raise LMError(f"{name}: sampling max_tokens must be >= 1, got {s.max_tokens}")
-    if not 0.0 < s.top_p <= 1.0:
-        raise LMError(f"{name}: sampling top_p must be in (0, 1], got {s.top_p}")
-    if s.temperature < 0:
-        raise LMError(f"{name}: sampling temperature must be >= 0, got {s.temperature}")
-
-
-def cut_at_stop(text: str, stops: list[str] | None) -> tuple[str, bool]:
-    """Text before the earliest stop string, and whether one was found."""
-    best = -1
-    for s in stops or ():
-        if s:
-            i = text.find(s)
-            if i >= 0 and (best < 0 or i < best):
-                best = i
-    return (text, False) if best < 0 else (text[:best], True)
-
-
 class HFModel(LanguageModel):
     """Hugging Face transformers model with an optional PEFT adapter, batched across callers."""
 
     def __init__(self, path: str | Path, adapter: str | Path | None = None, *,
                  device: str = "auto", dtype: str | None = None, batch_window: float = 0.01,
                  max_batch_size: int = 32, trust_remote_code: bool = False):
-        import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.name = f"hf:{path}" + (f"+lora:{adapter}" if adapter else "")
@@ -150,6 +137,23 @@ class HFModel(LanguageModel):
                                                   add_generation_prompt=True)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def decode(self, prompt_ids: list[int], tokens: list[int]) -> str:
+        """Completion text as a streaming detokenizer gives it (vLLM's way).
+
+        Decoding token by token, primed with the prompt, drops an unfinished multi-byte character
+        at the end instead of showing U+FFFD, so cut-off completions read the same on every
+        backend. Slow (Python) tokenizers fall back to a plain decode.
+        """
+        backend = getattr(self.tokenizer, "_tokenizer", None)
+        if backend is None or DecodeStream is None:
+            return self.tokenizer.decode(tokens, skip_special_tokens=True)
+        try:
+            stream = DecodeStream(ids=prompt_ids, skip_special_tokens=True)
+            return "".join(chunk for t in tokens
+                           if (chunk := stream.step(backend, t)) is not None)
+        except Exception:  # noqa: BLE001 - invalid-prefix corner cases of the stream decoder
+            return self.tokenizer.decode(tokens, skip_special_tokens=True)
+
     # --- worker thread -------------------------------------------------------------------
     def _ensure_worker(self) -> None:
         with self._start_lock:
@@ -219,8 +223,6 @@ class HFModel(LanguageModel):
         return ("sample", s.temperature, s.top_p)
 
     def _generate_group(self, group: list[_Job]) -> list[list[Completion]]:
-        import torch
-
         first = group[0].request.sampling
         greedy = first.temperature <= 0
         rows: list[tuple[int, _Job]] = []  # (job index, job) per generated row
@@ -240,13 +242,14 @@ class HFModel(LanguageModel):
             input_ids=input_ids, attention_mask=attention,
             max_new_tokens=max(job.request.sampling.max_tokens for job in group),
             stopping_criteria=[criteria], pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=sorted(self.eos_ids), top_k=0, repetition_penalty=1.0,
+            eos_token_id=sorted(self.eos_ids), repetition_penalty=1.0,
             return_dict_in_generate=True, output_logits=want_logprobs,
         )
         if greedy:
             kwargs.update(do_sample=False, temperature=None, top_p=None)
         else:
-            kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p)
+            kwargs.update(do_sample=True, temperature=first.temperature, top_p=first.top_p,
+                          top_k=0)
         with torch.inference_mode():
             if not greedy and first.seed is not None:
                 devices = [torch.device(self.device)] if self.device.startswith("cuda") else []
@@ -261,7 +264,7 @@ class HFModel(LanguageModel):
             s = job.request.sampling
             end, reason = criteria.result(r, generated.shape[1])
             tokens = generated[r, :end].tolist()
-            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            text = self.decode(job.prompt_ids, tokens)
             text, cut = cut_at_stop(text, s.stop)
             if cut:
                 reason = "stop"
@@ -276,21 +279,20 @@ class HFModel(LanguageModel):
         return per_job
 
     def _logprobs(self, logits: tuple, row: int, tokens: list[int], top: int) -> list[dict]:
-        import torch
-
         out = []
         for t, tok in enumerate(tokens):
             lp = torch.log_softmax(logits[t][row].float(), dim=-1)
-            entry = {"token": self.tokenizer.decode([tok]), "logprob": float(lp[tok])}
+            entry = {"token": self.tokenizer.decode([tok]), "logprob": float(lp[tok]), "id": tok}
             if top:
                 vals, ids = torch.topk(lp, top)
-                entry["top_logprobs"] = {self.tokenizer.decode([int(j)]): float(v)
-                                         for v, j in zip(vals, ids)}
+                entry["top_logprobs"] = [
+                    {"token": self.tokenizer.decode([int(j)]), "logprob": float(v), "id": int(j)}
+                    for v, j in zip(vals, ids)]
             out.append(entry)
         return out
 
 
-class _RowStops:
+class _RowStops(StoppingCriteria):
     """Per-row stopping: EOS, the row's stop strings, the row's own max_tokens.
 
     Remembers where each row ended, so the completion keeps exactly the tokens generated up to
@@ -309,8 +311,6 @@ class _RowStops:
         self.windows = [4 * max((len(s) for s in row), default=0) + 2 for row in stops]
 
     def __call__(self, input_ids, scores, **kwargs):
-        import torch
-
         gen_len = input_ids.shape[1] - self.prompt_len
         for r, end in enumerate(self.ends):
             if end is not None:

@@ -3,7 +3,9 @@
 ``generate_task(params, seed)`` is a pure function: the same (params, seed) gives the same task
 on every platform. It draws from three independent sub-streams (DAG, names, layout), each a
 ``random.Random`` seeded with a string (Python hashes string seeds with SHA-512, not the salted
-``hash()``), so changing e.g. the map preset never changes the DAG of a seed.
+``hash()``). The DAG and name streams are keyed by (seed, dag_level) and the layout stream by
+(seed, dag_level, exploration_level): a seed gives the same DAG and names on the three map
+types of a DAG level (a controlled comparison), and a different map for every configuration.
 
 Decisions taken (spec_000 §7):
 
@@ -149,10 +151,10 @@ def generate_instance(params: dict[str, Any], seed: int) -> Instance:
     """spec_000 §2.3: DAG, names, grid size, placement, carving; B = alpha·|M|."""
     p = resolve_presets(params)
     n_nodes = p["num_nodes"]
-    base = f"clew/gridmap/v{GENERATOR_VERSION}/{int(seed)}"
+    base = f"clew/gridmap/v{GENERATOR_VERSION}/{int(seed)}/{p['dag_level']}"
     rng_dag = random.Random(f"{base}/dag")
     rng_names = random.Random(f"{base}/names")
-    rng_map = random.Random(f"{base}/layout")
+    rng_map = random.Random(f"{base}/{p['exploration_level']}/layout")
 
     prereq, goal = sample_dag(rng_dag, p)
     names = sample_names(rng_names, n_nodes)

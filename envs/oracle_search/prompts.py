@@ -106,7 +106,7 @@ def maxsat_first(budget: int, m: int) -> str:
 
 def format_x(x: float) -> str:
     """A query point as the model will read it back (shortest exact repr, no '1.0' noise)."""
-    return repr(float(x)) if not float(x).is_integer() else str(int(x)) if abs(x) < 1e15 else repr(x)
+    return repr(float(x))
 
 
 def format_hill_value(y: float) -> str:
@@ -214,7 +214,7 @@ def tree_handoff(history: list[tuple[int, int]], best: tuple[int, int],
 def maxsat_handoff(history: list[tuple[str, int]], n: int, q_left: int, top: int = 5) -> str:
     """§5.3 MaxSatSearch hand-off with the coverage counts [D: 5 variables each way]."""
     t = len(history)
-    best_bits, best_score = max(history, key=lambda h: h[1]) if history else ("", 0)
+    best_bits, best_score = "", 0
     if history:  # first occurrence of the maximum (ties: earliest query)
         best_score = max(s for _, s in history)
         best_bits = next(b for b, s in history if s == best_score)

@@ -141,6 +141,13 @@ class Layout:
         for o in self.objects:
             if o.type not in OBJECT_TYPES or _is_wall_cell(o.x, o.y, self.room_size):
                 raise ValueError(f"textminigrid layout: {o} is not an object in a room interior")
+        m = self.mission
+        wanted = [(m.type, m.color)] + ([(m.fixed_type, m.fixed_color)] if m.kind == "putnext" else [])
+        present = {(i.type, i.color) for i in (*self.doors, *self.objects)}
+        for type_, color in wanted:
+            if (type_, color) not in present:
+                raise ValueError(f"textminigrid layout: the mission names a {color} {type_}, "
+                                 "which is not in the layout")
         x, y, d = self.agent
         if (x, y) in seen or _is_wall_cell(x, y, self.room_size) or d not in range(4):
             raise ValueError(f"textminigrid layout: bad agent position/direction {self.agent}")
@@ -340,7 +347,8 @@ class LayoutLevel(RoomGridLevel):
 
 
 def build_level(layout: Layout, max_steps: int = MAX_STEPS) -> LayoutLevel:
-    """A fresh, reset level for ``layout``."""
+    """A fresh, reset level for ``layout`` (validated first: errors name the bad item)."""
+    layout.validate()
     level = LayoutLevel(layout, max_steps=max_steps)
     level.reset(seed=0)
     return level

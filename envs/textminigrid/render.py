@@ -69,12 +69,38 @@ def cell_of(obj) -> Cell:
 
 def egocentric_view(level: MiniGridEnv) -> View:
     """``P[vy][vx]`` from MiniGrid's own view and visibility mask (§1.4)."""
-    grid, vis = level.gen_obs_grid()
+    return view_from(*level.gen_obs_grid())
+
+
+def view_from(grid, vis) -> View:
+    """``P[vy][vx]`` from the ``(grid, vis_mask)`` pair of ``gen_obs_grid()``."""
     size = grid.width
     view = [[cell_of(grid.get(vx, vy)) if vis[vx, vy] else UNSEEN for vx in range(size)]
             for vy in range(size)]
     view[size - 1][size // 2] = AGENT
     return view
+
+
+def view_to_world(level: MiniGridEnv, vx: int, vy: int) -> tuple[int, int]:
+    """World cell of view cell (vx, vy): f = 6 − vy cells ahead, l = vx − 3 cells to the right."""
+    n = level.agent_view_size
+    f, l = n - 1 - vy, vx - n // 2
+    (dx, dy), (rx, ry) = level.dir_vec, level.right_vec
+    ax, ay = (int(v) for v in level.agent_pos)
+    return ax + f * int(dx) + l * int(rx), ay + f * int(dy) + l * int(ry)
+
+
+def visible_world_cells(level: MiniGridEnv, vis) -> set[tuple[int, int]]:
+    """World cells inside the visibility mask (those off the grid left out)."""
+    n = level.agent_view_size
+    cells = set()
+    for vy in range(n):
+        for vx in range(n):
+            if vis[vx, vy]:
+                x, y = view_to_world(level, vx, vy)
+                if 0 <= x < level.grid.width and 0 <= y < level.grid.height:
+                    cells.add((x, y))
+    return cells
 
 
 def north_up(view: View, agent_dir: int) -> View:

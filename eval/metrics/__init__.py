@@ -42,6 +42,30 @@ register_metric(
     "clew.eval.metrics.explore_exploit:episode_metrics",
     "spec_000 §1.6: per-step error labels, normalised exploration and exploitation errors",
 )
+register_metric(
+    "optimal_exploitation_gap", {"rooms"},
+    "clew.eval.metrics.optimal_exploitation:rooms_gap_metrics",
+    "spec_001 §1.3: R^max, R^exploit, agent return, normalised total/exploration/exploitation "
+    "gaps and shares (last episode and mean over episodes)",
+)
+register_metric(
+    "rooms_exploration", {"rooms"},
+    "clew.eval.metrics.optimal_exploitation:rooms_exploration_metrics",
+    "spec_001 §4.1: state/room/object coverage, redundancy, sample efficiency, invalid rate",
+)
+
+
+register_metric(
+    "best_found", {"hillsearch", "treesearch", "maxsatsearch"},
+    "clew.eval.metrics.best_found:episode_metrics",
+    "spec_003 §1.2: normalised best-found reward R/OPT, protocol counts, key-structure found",
+)
+register_metric(
+    "textminigrid", {"textminigrid"},
+    "clew.eval.metrics.textminigrid:episode_metrics",
+    "spec_004 §4.1: success, atomic steps, decision steps, actions per decision step, L* and "
+    "per-difficulty success (sr_*); §4.3 extensions ext_* (revisits, coverage, no-ops, format)",
+)
 
 
 def metrics_for(env: str) -> list[Metric]:

@@ -1,0 +1,201 @@
+"""OpenAI-compatible server backend: ``openai:http://host:8000/v1#MODEL`` (DESIGN §2).
+
+Talks to any server with ``/v1/chat/completions`` (vLLM's ``api_server``, SGLang, llama.cpp,
+...) through ``openai.AsyncOpenAI``. Each request is one HTTP call with ``n`` samples, so the
+server processes the prompt once (spec_002 §0.4).
+
+Failure handling ("Nothing lost, clear errors", DESIGN §5):
+
+* at most ``max_concurrency`` requests in flight per model (a semaphore), so thousands of
+  concurrent episode steps do not open thousands of connections;
+* every attempt has a ``timeout`` (seconds; connect, read and write each);
+* connection errors, timeouts, 408/409/429 and 5xx answers are retried ``retries`` times with
+  exponential backoff (``backoff * 2**k`` seconds, at most ``max_backoff``); other answers (a bad
+  request, an unknown model, a refused key) are not retried;
+* then an :class:`LMError` names the server, the model, what happened and how many attempts over
+  how long. A call therefore fails within about
+  ``(retries + 1) * timeout + sum(backoffs)`` seconds.
+
+Usage: the server's ``usage`` (prompt tokens once, completion tokens over all ``n`` samples,
+spec_002 §7.3). Decision: the server reports one completion-token total per request; it is split
+evenly over the samples (the first ones get the remainder), which keeps every per-request and
+per-role total exact.
+
+Decision: the ``AsyncOpenAI`` client and the semaphore are made per event loop (an HTTP
+connection pool belongs to the loop that opened it), so one model object serves a CLI run and a
+series of ``asyncio.run`` calls in tests alike. ``#MODEL`` may be omitted when the server serves
+exactly one model; it is then asked once with ``/v1/models``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError
+from clew.agents.lm.sampling import validate_sampling
+from clew.agents.usage import Usage
+
+RETRY_STATUS = {408, 409, 429}
+
+
+class OpenAIModel(LanguageModel):
+    """Any OpenAI-compatible chat-completions server; see the module docstring."""
+
+    def __init__(self, base_url: str, model: str | None = None, *, api_key: str | None = None,
+                 max_concurrency: int = 64, timeout: float = 120.0, retries: int = 3,
+                 backoff: float = 0.5, max_backoff: float = 8.0,
+                 extra_body: dict[str, Any] | None = None):
+        import openai  # noqa: F401  (fail at construction, not at the first call)
+
+        if max_concurrency < 1 or retries < 0 or timeout <= 0:
+            raise LMError(f"openai:{base_url}: need max_concurrency >= 1, retries >= 0 and "
+                          f"timeout > 0 (got {max_concurrency}, {retries}, {timeout})")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self.max_concurrency = max_concurrency
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.extra_body = extra_body
+        self.spec = f"openai:{self.base_url}" + (f"#{model}" if model else "")
+        self._per_loop: dict[int, tuple[Any, Any, asyncio.Semaphore]] = {}
+
+    @property
+    def name(self) -> str:
+        return f"openai server {self.base_url} (model {self.model or '?'})"
+
+    # --- per-loop client -----------------------------------------------------------------
+    def _client(self) -> tuple[Any, asyncio.Semaphore]:
+        from openai import AsyncOpenAI
+
+        loop = asyncio.get_running_loop()
+        entry = self._per_loop.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            client = AsyncOpenAI(base_url=self.base_url, api_key=self.api_key,
+                                 timeout=self.timeout, max_retries=0)
+            entry = (loop, client, asyncio.Semaphore(self.max_concurrency))
+            # drop clients of loops that are gone
+            self._per_loop = {k: v for k, v in self._per_loop.items() if not v[0].is_closed()}
+            self._per_loop[id(loop)] = entry
+        return entry[1], entry[2]
+
+    # --- public API ----------------------------------------------------------------------
+    async def generate(self, requests: list[ChatRequest]) -> list[list[Completion]]:
+        for r in requests:
+            validate_sampling(self.name, r.sampling)
+        if self.model is None:
+            await self._discover_model()
+        return list(await asyncio.gather(*(self._one(r) for r in requests)))
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        entry = self._per_loop.pop(id(loop), None)
+        if entry is not None:
+            await entry[1].close()
+
+    async def _discover_model(self) -> None:
+        client, sem = self._client()
+
+        async def ask():
+            async with sem:
+                return await client.models.list()
+
+        page = await self._with_retries(ask, "listing models")
+        names = [m.id for m in page.data]
+        if len(names) != 1:
+            raise LMError(f"{self.name}: the spec names no model and the server serves "
+                          f"{len(names)} ({', '.join(names) or 'none'}); write "
+                          f"openai:{self.base_url}#MODEL")
+        self.model = names[0]
+
+    async def _one(self, request: ChatRequest) -> list[Completion]:
+        s = request.sampling
+        client, sem = self._client()
+        kwargs: dict[str, Any] = dict(
+            model=self.model, messages=request.messages, n=s.n, temperature=s.temperature,
+            top_p=s.top_p, max_tokens=s.max_tokens,
+        )
+        if s.stop:
+            kwargs["stop"] = list(s.stop)
+        if s.seed is not None:
+            kwargs["seed"] = s.seed
+        if s.logprobs is not None:
+            kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = s.logprobs
+        if self.extra_body:
+            kwargs["extra_body"] = self.extra_body
+
+        async def ask():
+            async with sem:
+                return await client.chat.completions.create(**kwargs)
+
+        resp = await self._with_retries(ask, f"{request.role} request")
+        return _completions(resp, s.n, self.name)
+
+    async def _with_retries(self, call, what: str):
+        import openai
+
+        start = time.monotonic()
+        last = "no attempt"
+        for attempt in range(self.retries + 1):
+            if attempt:
+                await asyncio.sleep(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+            try:
+                return await call()
+            except openai.APITimeoutError:
+                last = f"no answer within {self.timeout:g} s (timeout)"
+            except openai.APIConnectionError as e:
+                last = f"cannot connect ({_cause(e)})"
+            except openai.APIStatusError as e:
+                detail = f"HTTP {e.status_code}: {_message(e)}"
+                if e.status_code not in RETRY_STATUS and e.status_code < 500:
+                    raise LMError(f"{self.name}: {what} refused, {detail}") from e
+                last = detail
+            except openai.OpenAIError as e:
+                raise LMError(f"{self.name}: {what} failed: {type(e).__name__}: {e}") from e
+        elapsed = time.monotonic() - start
+        raise LMError(f"{self.name}: {what} failed after {self.retries + 1} attempt(s) over "
+                      f"{elapsed:.1f} s; last error: {last}")
+
+
+def _cause(e: BaseException) -> str:
+    inner = e.__cause__ or e.__context__
+    return f"{type(inner).__name__}: {inner}" if inner else str(e)
+
+
+def _message(e: Any) -> str:
+    body = getattr(e, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    return str(getattr(e, "message", e))
+
+
+def _completions(resp: Any, n: int, name: str) -> list[Completion]:
+    choices = sorted(resp.choices or [], key=lambda c: c.index)
+    if len(choices) != n:
+        raise LMError(f"{name}: asked for {n} sample(s), the server returned {len(choices)}")
+    usage = resp.usage
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    total = int(getattr(usage, "completion_tokens", 0) or 0)
+    share, extra = divmod(total, n)
+    out = []
+    for i, c in enumerate(choices):
+        logprobs = None
+        content = getattr(c.logprobs, "content", None) if c.logprobs else None
+        if content is not None:
+            logprobs = [{"token": t.token, "logprob": t.logprob,
+                         "top_logprobs": [{"token": x.token, "logprob": x.logprob}
+                                          for x in (t.top_logprobs or [])]}
+                        for t in content]
+        out.append(Completion(c.message.content or "", c.finish_reason or "stop",
+                              Usage(prompt, share + (1 if i < extra else 0), 1), logprobs))
+    return out

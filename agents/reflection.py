@@ -1,0 +1,302 @@
+"""Contrastive reflection: error attribution, policy and value reflection (spec_002 §3).
+
+At task end the agent builds a :class:`TaskRecord` (executed trajectory + the statistics of each
+executed edge in the tree that chose it), scores every step by how much the value function's
+instant judgement and the search's judgement disagreed, and writes a reflection for the most
+surprising steps: value first, then policy (§3.7).
+
+Decisions:
+
+* Success without labels (§3.2): ``r_est = 1`` iff mean executed Q > ``success_threshold`` (0.7);
+  ``use_gt_success=False`` by default; both r_est and r_gt are recorded.
+* Outcome anchors use the value scale's own bounds: 1 for success, 0 (unit) / −1 (signed) for
+  failure, for both error scores (D28).
+* ``value_error="forward"`` (the code, D8): e_V[o_{t+1}] = |Vn_t − Q_{t+1}|, the last state against
+  the outcome anchor; ``"paper"``: |Vn_t − Q_t|.
+* Excluded steps (score −inf): NONE actions (nothing parsed), invalid actions, runner-inserted
+  stops, steps without tree statistics. Selection masks by index, never mutates the record (§3.3).
+* Expected transition (call 1) sees the task and the last ``expect_window`` = 2 executed pairs
+  (D26). Value reflection ``mode="auto"``: ``judge_critique`` for the debate value function,
+  ``expectation`` otherwise (D7); judge-critique skips steps without debate data.
+* Keys (§3.6, D27): ``"Task: {g}\\nObservation:\\n{o}"`` for both memories, plus the final action
+  when the reflected item is a final action. Dedup hashes as in the code.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling
+from clew.agents.memory import ReflectionMemory, text_hash
+from clew.agents.policy import derive_seed, lm_call
+from clew.agents.prompts import (
+    Context, contrast_messages, expectation_messages, judge_critique_messages,
+    pseudo_outcome_observation, value_contrast_messages, value_expectation_messages,
+)
+from clew.agents.usage import UsageByRole
+from clew.agents.value import scale_bounds
+
+
+@dataclass
+class StepStat:
+    """Statistics of one executed action, from the tree that chose it (spec_002 §3.1)."""
+
+    q: float | None = None
+    n: int = 0
+    prior: float = 0.0
+    v_next: float | None = None
+    value_record: dict[str, Any] | None = None
+    valid: bool = True
+    is_none: bool = False
+    is_stop: bool = False
+    runner_inserted: bool = False
+
+    @property
+    def excluded(self) -> bool:
+        return self.is_none or not self.valid or self.runner_inserted or self.q is None
+
+
+@dataclass
+class TaskRecord:
+    """Executed trajectory with per-step edge statistics (spec_002 §3.1)."""
+
+    task_id: str
+    task_text: str
+    observations: list[str]                 # o_0 … o_T (o_T may be missing after a final STOP)
+    actions: list[str]                      # canonical a_0 … a_{T-1}
+    raws: list[str | None]
+    stats: list[StepStat]
+    r_gt: float | None = None
+    action_help: str = ""
+    criteria: str = ""
+    success_threshold: float = 0.7
+
+    @property
+    def r_est(self) -> int:
+        qs = [s.q for s in self.stats if s.q is not None]
+        return int(bool(qs) and sum(qs) / len(qs) > self.success_threshold)
+
+    def has_obs_after(self, t: int) -> bool:
+        return t + 1 < len(self.observations)
+
+    def context(self, upto: int, final_action: int | None = None) -> Context:
+        """Trajectory o_0 … o_upto (and a final action a_{final_action} without observation)."""
+        ctx = Context(task=self.task_text, observations=list(self.observations[:upto + 1]),
+                      actions=list(self.actions[:upto]), raws=list(self.raws[:upto]),
+                      action_help=self.action_help, criteria=self.criteria, task_id=self.task_id)
+        if final_action is not None:
+            ctx.final_action = self.actions[final_action]
+            ctx.final_raw = self.raws[final_action]
+        return ctx
+
+
+# --- error attribution (§3.3) ------------------------------------------------------------------
+NEG_INF = -math.inf
+
+
+def outcome_anchor(success: bool, scale: str) -> float:
+    low, high = scale_bounds(scale)
+    return high if success else low
+
+
+def policy_error_scores(rec: TaskRecord, success: bool, scale: str = "unit") -> list[float]:
+    """e_π[t] = |Vn_t − Q_t|; the last step uses the outcome anchor instead of Vn."""
+    T = len(rec.stats)
+    out = []
+    for t, s in enumerate(rec.stats):
+        if s.excluded:
+            out.append(NEG_INF)
+            continue
+        target = outcome_anchor(success, scale) if t == T - 1 else s.v_next
+        out.append(NEG_INF if target is None else abs(target - s.q))
+    return out
+
+
+def value_error_scores(rec: TaskRecord, success: bool, scale: str = "unit",
+                       mode: str = "forward") -> list[float]:
+    """Score of the state reached by action t, o_{t+1}, at index t (spec_002 §3.3)."""
+    if mode not in ("forward", "paper"):
+        raise ValueError(f"reflection.value.error must be forward|paper, got {mode!r}")
+    T = len(rec.stats)
+    out = []
+    for t, s in enumerate(rec.stats):
+        if s.excluded or s.v_next is None:
+            out.append(NEG_INF)
+            continue
+        if mode == "paper":
+            out.append(abs(s.v_next - s.q))
+        elif t == T - 1:
+            out.append(abs(s.v_next - outcome_anchor(success, scale)))
+        else:
+            nxt = rec.stats[t + 1]
+            out.append(NEG_INF if nxt.q is None or nxt.excluded else abs(s.v_next - nxt.q))
+    return out
+
+
+def pick_top(scores: Sequence[float], n_max: int, threshold: float) -> list[int]:
+    """Up to ``n_max`` indices by decreasing score, stopping under ``threshold`` (mask by index;
+    first index wins ties)."""
+    chosen: list[int] = []
+    masked: set[int] = set()
+    for _ in range(n_max):
+        best = None
+        for i, s in enumerate(scores):
+            if i in masked or s == NEG_INF:
+                continue
+            if best is None or s > scores[best]:
+                best = i
+        if best is None or scores[best] < threshold:
+            break
+        chosen.append(best)
+        masked.add(best)
+    return chosen
+
+
+# --- the reflector (§3.4, §3.5) ----------------------------------------------------------------
+class Reflector:
+    """LM reflector: predict-then-contrast for the policy; expectation or judge critique for V."""
+
+    kind = "lm"
+
+    def __init__(self, lm: LanguageModel, temperature: float = 0.7, top_p: float = 0.9,
+                 max_tokens: int = 384, expect_window: int = 2, retries: int = 1,
+                 seed: int | None = None):
+        self.lm = lm
+        self.sampling = dict(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        self.expect_window, self.retries, self.seed = expect_window, retries, seed
+
+    async def _one(self, messages, usage: UsageByRole | None, *seed_parts) -> str:
+        req = ChatRequest(messages, Sampling(n=1, seed=derive_seed(self.seed, *seed_parts),
+                                             **self.sampling), role="reflection")
+        comps = await lm_call(self.lm, req, usage, self.retries, "reflection")
+        return comps[0].text.strip() if comps else ""
+
+    async def reflect_policy(self, rec: TaskRecord, t: int, success: bool,
+                             usage: UsageByRole | None = None) -> tuple[str, str, str]:
+        """Two calls: expected transition, then contrast; returns (expectation, next, text)."""
+        ctx = rec.context(t)
+        ctx.actions, ctx.raws = list(rec.actions[:t + 1]), list(rec.raws[:t + 1])
+        expect = await self._one(expectation_messages(ctx, t, self.expect_window), usage,
+                                 rec.task_id, t, "expect")
+        nxt = rec.observations[t + 1] if rec.has_obs_after(t) else pseudo_outcome_observation(success)
+        text = await self._one(contrast_messages(ctx, t, expect, nxt, success), usage,
+                               rec.task_id, t, "contrast")
+        return expect, nxt, text
+
+    async def reflect_value(self, rec: TaskRecord, t: int, success: bool, mode: str,
+                            usage: UsageByRole | None = None) -> str | None:
+        """Reflection about the state reached by action t; None when the mode has no data."""
+        final = not rec.has_obs_after(t)
+        ctx = rec.context(t, final_action=t) if final else rec.context(t + 1)
+        if mode == "judge_critique":
+            debate = (rec.stats[t].value_record or {}).get("debate")
+            if not debate:
+                return None
+            return await self._one(judge_critique_messages(ctx, debate["support"],
+                                                           debate["oppose"], success),
+                                   usage, rec.task_id, t, "critique")
+        expect = await self._one(value_expectation_messages(ctx, final), usage,
+                                 rec.task_id, t, "vexpect")
+        later = list(rec.actions[t + 1:])
+        return await self._one(value_contrast_messages(ctx, final, expect, later, success),
+                               usage, rec.task_id, t, "vcontrast")
+
+
+@dataclass
+class ReflectionConfig:
+    """``reflection`` section of spec_002 Appendix A."""
+
+    use_gt_success: bool = False
+    success_threshold: float = 0.7
+    policy_enabled: bool = True
+    policy_n_max: int = 3
+    policy_threshold: float = 0.5
+    value_enabled: bool = True
+    value_n_max: int = 1
+    value_threshold: float = 0.5
+    value_mode: str = "auto"          # auto | expectation | judge_critique
+    value_error: str = "forward"      # forward | paper
+    scale: str = "unit"
+
+    def resolve_mode(self, value_kind: str) -> str:
+        if self.value_mode == "auto":
+            return "judge_critique" if value_kind == "debate" else "expectation"
+        if self.value_mode not in ("expectation", "judge_critique"):
+            raise ValueError(f"reflection.value.mode must be auto|expectation|judge_critique, "
+                             f"got {self.value_mode!r}")
+        return self.value_mode
+
+
+@dataclass
+class ImprovementReport:
+    r_est: int
+    r_gt: float | None
+    success_used: bool
+    policy_scores: list[float] = field(default_factory=list)
+    value_scores: list[float] = field(default_factory=list)
+    policy_written: list[str] = field(default_factory=list)
+    value_written: list[str] = field(default_factory=list)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+
+
+async def improve(rec: TaskRecord, memory: ReflectionMemory | None, reflector: Reflector,
+                  cfg: ReflectionConfig, value_kind: str = "single",
+                  usage: UsageByRole | None = None) -> ImprovementReport:
+    """The improvement loop after one task (spec_002 §3.7): value reflections, then policy."""
+    success = bool(rec.r_gt >= 1.0) if (cfg.use_gt_success and rec.r_gt is not None) \
+        else bool(rec.r_est)
+    used = {"kind": "gt" if cfg.use_gt_success else "est", "value": int(success)}
+    report = ImprovementReport(rec.r_est, rec.r_gt, success)
+    if cfg.value_enabled:
+        mode = cfg.resolve_mode(value_kind)
+        scores = report.value_scores = value_error_scores(rec, success, cfg.scale, cfg.value_error)
+        for t in pick_top(scores, cfg.value_n_max, cfg.value_threshold):
+            text = await reflector.reflect_value(rec, t, success, mode, usage)
+            if text is None:
+                continue
+            final = not rec.has_obs_after(t)
+            state = rec.observations[t] if final else rec.observations[t + 1]
+            ctx = rec.context(t, final_action=t) if final else rec.context(t + 1)
+            debate = (rec.stats[t].value_record or {}).get("debate") or {}
+            record = {
+                "task_id": rec.task_id, "task_text": rec.task_text, "mode": mode,
+                "item": "final_action" if final else "state", "state_text": state,
+                "final_action_raw": rec.raws[t] if final else None,
+                "partial_actions": list(rec.actions[:t + 1]),
+                "support": debate.get("support"), "oppose": debate.get("oppose"),
+                "v_estimate": rec.stats[t].v_next, "reflection": text, "error_score": scores[t],
+                "outcome_used": used, "key_text": ctx.memory_key(), "created_at": _now(),
+                "dedup": text_hash(rec.task_text, rec.observations[0],
+                                   *[r or a for r, a in zip(rec.raws[:t + 1], rec.actions)]),
+            }
+            if memory is None or memory.add("value", record):
+                report.value_written.append(record["dedup"])
+    if cfg.policy_enabled:
+        scores = report.policy_scores = policy_error_scores(rec, success, cfg.scale)
+        for t in pick_top(scores, cfg.policy_n_max, cfg.policy_threshold):
+            _, nxt, text = await reflector.reflect_policy(rec, t, success, usage)
+            state = rec.observations[t]
+            raw = rec.raws[t] or rec.actions[t]
+            record = {
+                "task_id": rec.task_id, "task_text": rec.task_text, "state_text": state,
+                "action_raw": raw, "next_state_text": nxt, "reflection": text,
+                "error_score": scores[t], "outcome_used": used,
+                "source_task_hash": text_hash(rec.task_id, rec.task_text),
+                "key_text": f"Task: {rec.task_text}\nObservation:\n{state}",
+                "created_at": _now(), "dedup": text_hash(rec.task_text, state, raw, nxt),
+            }
+            if memory is None or memory.add("policy", record):
+                report.policy_written.append(record["dedup"])
+    if memory is not None:
+        memory.add("tasks", {"id": f"task-{text_hash(rec.task_id, rec.task_text)}",
+                             "dedup": text_hash(rec.task_id, rec.task_text),
+                             "task_id": rec.task_id, "task_text": rec.task_text,
+                             "r_est": rec.r_est, "r_gt": rec.r_gt, "actions": rec.actions})
+    return report

@@ -1,0 +1,382 @@
+"""GridMapEnv: the partially observed grid map with a hidden task DAG (spec_000 §1, §3.2–3.3).
+
+One action = one move = one step. On arrival at a cell the env applies the §1.3 order: mark the
+cell observed; a node here that was undiscovered becomes discovered; an unachieved node whose
+prerequisites hold becomes achieved. The episode succeeds when the goal is achieved and fails
+when the hidden budget B = α·|M| is used up.
+
+Decisions taken (spec_000 §7):
+
+* D6 / §3.3 invalid actions (unparsable text, unknown word, blocked direction): the agent stays
+  put and the step is consumed (``invalid_policy="stay_and_count"``, the default); the next
+  observation starts with "Invalid action '<raw>'; you did not move." and then repeats the
+  previous cell message with the new step count. ``invalid_policy="retry_without_step"`` does
+  not consume the step for up to ``max_retries`` consecutive invalid actions; the next one is
+  charged and starts a fresh round of retries. Invalid steps never raise.
+* D25 the observation uses the canonical template with a step counter; ``step_counter=False``
+  gives the paper's shorter early variant.
+* D10 / D12 goal identity: the goal's name is tagged "(goal)" wherever it appears; hints list
+  the node's children plainly ("It leads to: ...") and its parents in the prerequisite text;
+  locations are never revealed.
+* Action parsing (§3.1, §3.3): the last ``{"action": ...}`` object whose value is a direction
+  wins; then ``action: <dir>`` written loosely; then a reply that is just a direction word
+  (quotes, code fences, punctuation and case ignored); then prose that names exactly one
+  direction, or whose last "move/go/head <dir>" phrase names one. Anything else is unparsable.
+  A stop/done action does not exist in this env.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from clew.envs.base import Env, EnvFlags, Observation, Step, Task
+from clew.envs.gridmap.instance import (
+    ACHIEVED, DIRECTIONS, DISCOVERED, UNDISCOVERED, Cell, Instance, Node, prec, step_cell,
+)
+from clew.envs.gridmap.prompts import instructions as prompt_instructions
+
+INVALID_POLICIES = ("stay_and_count", "retry_without_step")
+
+# --- action parsing ------------------------------------------------------------------------------
+_JSON_OBJECT = re.compile(r"\{[^{}]*\}")
+_LOOSE_KV = re.compile(r"""["']?\baction\b["']?\s*[:=]\s*["'`]?\s*([A-Za-z]+)""", re.IGNORECASE)
+_WORD = re.compile(r"\b(up|down|left|right)\b", re.IGNORECASE)
+_VERB = re.compile(r"\b(?:move|moving|go|going|head|heading|step|choose|take)\s+(?:to\s+the\s+)?"
+                   r"(up|down|left|right)\b", re.IGNORECASE)
+_STRIP = " \t\r\n`'\".,;:!?*()[]<>"
+
+
+def parse_direction(text: Any) -> str | None:
+    """A direction from a model's reply, tolerant of case, code fences and prose; else None."""
+    if not isinstance(text, str):
+        return None
+    low = text.strip().lower()
+    if low in DIRECTIONS:  # fast path: canonical actions (metric replays, heuristic agents)
+        return low
+    found_json = False
+    last: str | None = None
+    for m in _JSON_OBJECT.finditer(text):
+        try:
+            obj = json.loads(m.group(0))
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        for key, value in obj.items():
+            if str(key).strip().lower() == "action":
+                found_json = True
+                d = _clean(value)
+                if d is not None:
+                    last = d
+    if last is not None:
+        return last
+    if found_json:  # the model gave an explicit action object, but no direction in it
+        return None
+    loose = [_clean(m.group(1)) for m in _LOOSE_KV.finditer(text)]
+    if loose:
+        return loose[-1]
+    word = _clean(text.replace("```json", "").replace("```", ""))
+    if word is not None:
+        return word
+    words = {w.lower() for w in _WORD.findall(text)}
+    if len(words) == 1:
+        return words.pop()
+    verbs = _VERB.findall(text)
+    return verbs[-1].lower() if verbs else None
+
+
+def _clean(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    v = value.strip(_STRIP).lower()
+    return v if v in DIRECTIONS else None
+
+
+# --- state -----------------------------------------------------------------------------------------
+@dataclass
+class GridState:
+    """Everything that changes during an episode (snapshot = a copy of this)."""
+
+    pos: Cell
+    steps: int = 0
+    observed: set[Cell] = field(default_factory=set)
+    status: dict[str, str] = field(default_factory=dict)
+    done: bool = False
+    success: bool = False
+    invalid: int = 0
+    consecutive_invalid: int = 0
+    goal_known: bool = False
+    cell_message: str = ""
+    obs: Observation | None = None
+
+    def copy(self) -> GridState:
+        return GridState(
+            pos=self.pos, steps=self.steps, observed=set(self.observed), status=dict(self.status),
+            done=self.done, success=self.success, invalid=self.invalid,
+            consecutive_invalid=self.consecutive_invalid, goal_known=self.goal_known,
+            cell_message=self.cell_message,
+            obs=Observation(self.obs.text, dict(self.obs.info)) if self.obs else None,
+        )
+
+
+class GridMapEnv(Env):
+    """spec_000's environment. Options: ``step_counter``, ``invalid_policy``, ``max_retries``."""
+
+    name = "gridmap"
+    flags = EnvFlags(deterministic=True, supports_backtrack=True,
+                     outcome_mode="terminal_success", simulation_mode="free")
+
+    def __init__(self, step_counter: bool = True, invalid_policy: str = "stay_and_count",
+                 max_retries: int = 3):
+        if invalid_policy not in INVALID_POLICIES:
+            raise ValueError(f"gridmap env: invalid_policy {invalid_policy!r} is not one of "
+                             f"{', '.join(INVALID_POLICIES)}")
+        self.step_counter = step_counter
+        self.invalid_policy = invalid_policy
+        self.max_retries = int(max_retries)
+        self.instance: Instance | None = None
+        self.state: GridState | None = None
+
+    # --- core loop -----------------------------------------------------------------------
+    def reset(self, task: Task) -> Observation:
+        if task.env != self.name:
+            raise ValueError(f"gridmap env cannot run a task of env {task.env!r} ({task.id})")
+        self.task = task
+        self.instance = Instance.from_params(task.params)
+        inst = self.instance
+        self.state = GridState(pos=inst.start, status={n.name: UNDISCOVERED for n in inst.nodes})
+        message = self._arrive(inst.start)
+        self.state.cell_message = message
+        self.state.obs = self._observe()
+        return self.state.obs
+
+    def step(self, action: str) -> Step:
+        st, inst = self._require()
+        if st.done:
+            obs = Observation("The episode is over.", {**st.obs.info, "invalid": True})
+            return Step(obs, 0.0, True, False, {"position": list(st.pos), "invalid": True})
+        direction = parse_direction(action)
+        valid = direction is not None and direction in inst.moves[st.pos]
+        if valid:
+            st.consecutive_invalid = 0
+            st.steps += 1
+            st.pos = step_cell(st.pos, direction)
+            st.cell_message = self._arrive(st.pos)
+            error = None
+        else:
+            st.invalid += 1
+            st.consecutive_invalid += 1
+            free_retry = (self.invalid_policy == "retry_without_step"
+                          and st.consecutive_invalid <= self.max_retries)
+            if not free_retry:
+                st.steps += 1
+                st.consecutive_invalid = 0  # a charged step starts a fresh round of retries
+            raw = str(action).strip().replace("\n", " ")
+            raw = raw if len(raw) <= 80 else raw[:77] + "..."
+            why = ("" if direction is None else
+                   f" ({direction} is blocked here)")
+            error = f"Invalid action '{raw}'{why}; you did not move."
+        st.success = st.status[inst.goal] == ACHIEVED
+        st.done = st.success or st.steps >= inst.budget
+        st.obs = self._observe(error)
+        return Step(st.obs, 1.0 if (valid and st.success) else 0.0, st.done, valid,
+                    {"position": list(st.pos), "invalid": not valid})
+
+    def observation(self) -> Observation:
+        st, _ = self._require()
+        return st.obs
+
+    # --- snapshots: the whole world lives in self.state ------------------------------------
+    def snapshot(self) -> GridState:
+        st, _ = self._require()
+        return st.copy()
+
+    def restore(self, snap: GridState, keep_clock: bool = False) -> None:
+        clock = self.clock()
+        self.state = snap.copy()
+        if keep_clock:
+            self.set_clock(clock)
+
+    def set_clock(self, steps: int) -> None:
+        """Move the budget clock (BACKTRACK with keep_clock); the observation shows the new count
+        and the episode ends if the budget is used up."""
+        st, inst = self._require()
+        st.steps = int(steps)
+        st.done = st.success or st.steps >= inst.budget
+        st.obs = self._observe()
+
+    def copy(self) -> GridMapEnv:
+        other = GridMapEnv(self.step_counter, self.invalid_policy, self.max_retries)
+        other.task, other.instance = self.task, self.instance
+        other.state = self.state.copy() if self.state else None
+        return other
+
+    # --- text for agents -----------------------------------------------------------------
+    def instructions(self, variant: str = "default") -> str:
+        return prompt_instructions(variant)
+
+    def action_help(self) -> str:
+        return 'Answer with exactly one JSON object, e.g. {"action": "up"}.'
+
+    def parse_action(self, text: str) -> str | None:
+        return parse_direction(text)
+
+    def canonical(self, action: str) -> str:
+        return parse_direction(action) or str(action).strip().lower()
+
+    # --- facts ---------------------------------------------------------------------------
+    def legal_actions(self) -> list[str]:
+        """The admissible moves at the current cell (none once the episode is over)."""
+        st, inst = self._require()
+        return [] if st.done else list(inst.moves[st.pos])
+
+    @property
+    def done(self) -> bool:
+        return bool(self.state and self.state.done)
+
+    def grade(self) -> float:
+        return 1.0 if self.state and self.state.success else 0.0
+
+    def oracle(self) -> GridMapOracle:
+        st, inst = self._require()
+        return GridMapOracle(inst, st.pos, frozenset(st.observed), dict(st.status), st.steps)
+
+    # --- internals -------------------------------------------------------------------------
+    def _require(self) -> tuple[GridState, Instance]:
+        if self.state is None or self.instance is None:
+            raise RuntimeError("gridmap env: call reset(task) first")
+        return self.state, self.instance
+
+    def _name(self, name: str) -> str:
+        return f"{name} (goal)" if name == self.instance.goal else name
+
+    def _arrive(self, cell: Cell) -> str:
+        """§1.3 arrival processing; returns the cell message of §3.2."""
+        st, inst = self.state, self.instance
+        st.observed.add(cell)
+        name = inst.node_at.get(cell)
+        if name is None:
+            return "Nothing is here."
+        node = inst.node_by_name[name]
+        first = st.status[name] == UNDISCOVERED
+        if first:
+            st.status[name] = DISCOVERED
+        achieved = {u for u, s in st.status.items() if s == ACHIEVED}
+        already = st.status[name] == ACHIEVED
+        now = not already and prec(node, achieved)
+        if now:
+            st.status[name] = ACHIEVED
+        if name == inst.goal or inst.goal in node.children:
+            st.goal_known = True  # D10: the first visit of a goal parent names the goal
+        label = self._name(name)
+        leads = self._leads_to(node)
+        if now and name == inst.goal:
+            return f"You activated the goal state {label}. Task complete."
+        if first and now:
+            return f"You found state {label}; it is now activated.{leads}"
+        if first:
+            return (f"You found state {label}; it is not activated. To activate it you need "
+                    f"{self.prereq_text(node)}.{leads}")
+        if now:
+            return f"State {label} is here; its prerequisites are met and it is now activated.{leads}"
+        if already:
+            return f"State {label} is here; it is already activated."
+        return f"State {label} is here; still not activated; it needs {self.prereq_text(node)}."
+
+    def _leads_to(self, node: Node) -> str:
+        if not node.children:
+            return ""
+        return " It leads to: " + ", ".join(self._name(c) for c in node.children) + "."
+
+    def prereq_text(self, node: Node) -> str:
+        """'all of A, B' (AND), 'any one of A, B' (OR), 'either (A and B) or (C)' (DNF)."""
+        return prereq_text(node.options, self._name)
+
+    def _observe(self, error: str | None = None) -> Observation:
+        st, inst = self.state, self.instance
+        x, y = st.pos
+        parts = [f"OBSERVATION: Position [{x}, {y}].", st.cell_message,
+                 f"Legal moves: {', '.join(inst.moves[st.pos])}."]
+        if self.step_counter:
+            parts.append(f"Steps used: {st.steps}.")
+        if st.done and not st.success:
+            parts.append("The step budget is used up; the episode is over.")
+        text = " ".join(parts)
+        if error:
+            text = f"{error} {text}"
+        name = inst.node_at.get(st.pos)
+        node_info = None
+        if name is not None:
+            node = inst.node_by_name[name]
+            node_info = {"name": name, "status": st.status[name], "is_goal": name == inst.goal,
+                         "options": [list(o) for o in node.options],
+                         "children": list(node.children)}
+        info = {
+            "position": [x, y],
+            "legal_moves": [] if st.done else list(inst.moves[st.pos]),
+            "moves_here": list(inst.moves[st.pos]),
+            "node": node_info,
+            "steps": st.steps,
+            "invalid": error is not None,
+            "error": error,
+            "done": st.done,
+            "success": st.success,
+            "goal": inst.goal if st.goal_known else None,
+            "activated": sorted(u for u, s in st.status.items() if s == ACHIEVED),
+        }
+        return Observation(text, info)
+
+
+def prereq_text(options: tuple[tuple[str, ...], ...] | list[list[str]], name=lambda s: s) -> str:
+    """The §3.2 wording of a DNF precondition (``name`` decorates each node name)."""
+    opts = [[name(p) for p in o] for o in options]
+    if not opts:
+        return "nothing"
+    if len(opts) == 1:
+        o = opts[0]
+        return o[0] if len(o) == 1 else "all of " + ", ".join(o)
+    if all(len(o) == 1 for o in opts):
+        return "any one of " + ", ".join(o[0] for o in opts)
+    return "either " + " or ".join("(" + " and ".join(o) + ")" for o in opts)
+
+
+@dataclass(frozen=True)
+class GridMapOracle:
+    """Ground truth at the current state (full map, DAG, distances); never shown to agents."""
+
+    instance: Instance
+    position: Cell
+    observed: frozenset[Cell]
+    status: dict[str, str]
+    steps: int
+
+    def distance(self, a: Cell, b: Cell) -> int:
+        return self.instance.distances(a, b)
+
+    @property
+    def pending(self) -> set[str]:
+        """P(t): discovered, not achieved, prerequisites met (Eq. 5)."""
+        achieved = {u for u, s in self.status.items() if s == ACHIEVED}
+        return {u for u, s in self.status.items()
+                if s == DISCOVERED and prec(self.instance.node_by_name[u], achieved)}
+
+    @property
+    def unobserved(self) -> set[Cell]:
+        """U(t): admissible neighbours of observed cells that are not observed (§1.2)."""
+        adj = self.instance.adj
+        return {n for c in self.observed for n in adj[c] if n not in self.observed}
+
+    def case_and_targets(self) -> tuple[int, set[Cell]]:
+        """Table 1: the case and the target set T(t)."""
+        pending, unobserved = self.pending, self.unobserved
+        loc = {u: self.instance.node_by_name[u].cell for u in pending}
+        if not pending:
+            return 1, unobserved
+        if self.instance.goal in pending:
+            return 2, {loc[self.instance.goal]}
+        if not unobserved:
+            return 3, set(loc.values())
+        return 4, unobserved | set(loc.values())

@@ -1,0 +1,161 @@
+"""Suites of HillSearch / TreeSearch / MaxSatSearch tasks (spec_003 §2.4).
+
+A task is one (instance, budget N) pair; repeated episodes of a task come from the runner's
+repeats (the instance is static, the agent's randomness varies). All HillSearch tasks use
+``denominator="2w"`` [D §7.1: the reading consistent with the paper's baseline figures].
+
+* ``paper-003-main`` — test: H-B2 (N 36, 48), T-main (N 36, 48, 60), M-main (N 36, 48).
+* ``paper-003-additional`` — test: H-E3 (N 36, 48), T-alt1 and T-alt2 (N 36, 48, 60),
+  M-alt1..3 (N 36, 48).
+* ``paper-003-general`` — the E.4 sets: test = 50 instances per family at N = 48 (seeds 0..49),
+  train = 50 more per family (seeds 1000..1049).
+* ``paper-003-difficulty`` — the E.5 sweep at N = 36: test = one instance per level (seed 0)
+  [D §7.6], train = two more per level (seeds 100, 101).
+
+[D] What train/test mean for the fixed instances: *test* is the paper's instances; *train* is
+freshly generated instances of the same families that the test set never contains: 10 instances
+per family from the E.4 general distribution (seeds 20000.. for main, 30000.. for additional),
+each at the family's paper budgets. For TreeSearch, E.4 draws whose parameters equal a paper
+instance's are redrawn, because equal parameters give the *same* tree up to relabelling.
+MaxSat's fixed instances are generated from published seeds: M-main 0, M-alt1 1, M-alt2 2,
+M-alt3 3 (the paper lists no clauses [D §2.3.3]); trees: T-main 0, T-alt1 1, T-alt2 2.
+
+[D §2.2.5/§2.3.5/§7.5] E.4 ranges are integers, inclusive; its parameters are drawn with their own
+``random.Random`` (from the seed and the family) so that the instance draws stay independent.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from typing import Any
+
+from clew.envs.base import Task
+from clew.envs.oracle_search import hill, maxsat, tree
+from clew.envs.suites import Suite
+
+BUDGETS = {"hill": (36, 48), "tree": (36, 48, 60), "maxsat": (36, 48)}
+GENERATORS = {"hill": hill.generate_task, "tree": tree.generate_task,
+              "maxsat": maxsat.generate_task}
+FIXED_SEEDS = {"T-main": 0, "T-alt1": 1, "T-alt2": 2,
+               "M-main": 0, "M-alt1": 1, "M-alt2": 2, "M-alt3": 3}
+E4_BUDGET = 48
+E5_BUDGET = 36
+
+
+def _task(family: str, params: dict[str, Any], seed: int, task_id: str, split: str) -> Task:
+    return GENERATORS[family]({**params, "id": task_id, "split": split}, seed)
+
+
+def fixed_tasks(instances: dict[str, list[str]], split: str = "test") -> list[Task]:
+    """The paper's instances at each of their family's budgets."""
+    tasks = []
+    for family, names in instances.items():
+        for name in names:
+            extra = {"denominator": "2w"} if family == "hill" else {}
+            for n in BUDGETS[family]:
+                tasks.append(_task(family, {"instance": name, "budget": n, **extra},
+                                   FIXED_SEEDS.get(name, 0), f"{name}/N{n}", split))
+    return tasks
+
+
+# --- E.4 general distribution -------------------------------------------------------------------
+
+def e4_params(family: str, seed: int) -> dict[str, Any]:
+    """Parameters of the E.4 general set for one seed (§2.1.6, §2.2.5, §2.3.5)."""
+    rng = random.Random(zlib.crc32(f"e4:{family}:{seed}".encode()))
+    if family == "hill":
+        k = rng.randint(2, 4)
+        return {"k": k, "k_needle": rng.randint(k + 1, k + 2), "alpha_decoy": 0.01,
+                "alpha_needle": 0.008, "j_decoy": 0.1, "j_needle": 0.2, "denominator": "2w"}
+    if family == "tree":
+        paper = [tuple(p.values()) for p in tree.FIXED.values()]
+        while True:
+            p = {"r_trap": rng.randint(1, 4), "r_good": rng.randint(1, 4), "b": rng.randint(3, 5),
+                 "d_trap": rng.randint(20, 40), "d_good": rng.randint(10, 16)}
+            if tuple(p.values()) not in paper:
+                return p
+    if family == "maxsat":
+        w_gold = rng.randint(60, 160)
+        return {"n": rng.randint(12, 24), "k_gold": rng.randint(3, 4),
+                "k_other": rng.randint(2, 6), "w_gold": w_gold,
+                "m": w_gold + rng.randint(30, 80)}
+    raise ValueError(f"unknown family {family!r}; known: hill, tree, maxsat")
+
+
+def e4_tasks(seeds: range, split: str, budgets: dict[str, tuple[int, ...]] | None = None,
+             prefix: str = "general") -> list[Task]:
+    tasks = []
+    for family in ("hill", "tree", "maxsat"):
+        for seed in seeds:
+            for n in (budgets or {}).get(family, (E4_BUDGET,)):
+                tasks.append(_task(family, {**e4_params(family, seed), "budget": n}, seed,
+                                   f"{family}-{prefix}-{seed}/N{n}", split))
+    return tasks
+
+
+# --- E.5 difficulty sweep -----------------------------------------------------------------------
+
+def e5_params(family: str, level: int) -> dict[str, Any]:
+    """Level 1..7 of the difficulty sweep (§2.1.6, §2.2.5, §2.3.5)."""
+    if not 1 <= level <= 7:
+        raise ValueError(f"difficulty level must be 1..7, got {level}")
+    if family == "hill":
+        kn = level + 1  # k' = 2..8, k = k' - 1
+        return {"k": kn - 1, "k_needle": kn, "alpha_decoy": 0.01, "alpha_needle": 0.008,
+                "j_decoy": 0.1, "j_needle": 0.2, "denominator": "2w"}
+    if family == "tree":
+        return {"r_trap": 4, "r_good": level, "b": 3, "d_trap": 40, "d_good": 12}
+    if family == "maxsat":
+        w_gold = 130 + 10 * level
+        return {"n": 11 + level, "k_gold": level, "k_other": 2, "w_gold": w_gold,
+                "m": 50 + w_gold}
+    raise ValueError(f"unknown family {family!r}; known: hill, tree, maxsat")
+
+
+LEVEL_NAMES = {"hill": "kprime{}", "tree": "rgood{}", "maxsat": "kgold{}"}
+
+
+def e5_tasks(seeds: tuple[int, ...], split: str) -> list[Task]:
+    tasks = []
+    for family in ("hill", "tree", "maxsat"):
+        for level in range(1, 8):
+            shown = level + 1 if family == "hill" else level
+            for seed in seeds:
+                name = LEVEL_NAMES[family].format(shown)
+                tasks.append(_task(family, {**e5_params(family, level), "budget": E5_BUDGET},
+                                   seed, f"{family}-{name}-s{seed}/N{E5_BUDGET}", split))
+    return tasks
+
+
+# --- the suites ---------------------------------------------------------------------------------
+
+def paper_003_main() -> Suite:
+    return Suite(
+        "paper-003-main", 1,
+        {"train": e4_tasks(range(20000, 20010), "train", BUDGETS, "train"),
+         "test": fixed_tasks({"hill": ["H-B2"], "tree": ["T-main"], "maxsat": ["M-main"]})},
+        "spec_003 main instances (H-B2, T-main, M-main) at the paper's budgets")
+
+
+def paper_003_additional() -> Suite:
+    return Suite(
+        "paper-003-additional", 1,
+        {"train": e4_tasks(range(30000, 30010), "train", BUDGETS, "train"),
+         "test": fixed_tasks({"hill": ["H-E3"], "tree": ["T-alt1", "T-alt2"],
+                              "maxsat": ["M-alt1", "M-alt2", "M-alt3"]})},
+        "spec_003 additional instances (E.3) at the paper's budgets")
+
+
+def paper_003_general() -> Suite:
+    return Suite(
+        "paper-003-general", 1,
+        {"train": e4_tasks(range(1000, 1050), "train"), "test": e4_tasks(range(50), "test")},
+        "spec_003 E.4 general sets: 50 instances per family at N=48")
+
+
+def paper_003_difficulty() -> Suite:
+    return Suite(
+        "paper-003-difficulty", 1,
+        {"train": e5_tasks((100, 101), "train"), "test": e5_tasks((0,), "test")},
+        "spec_003 E.5 difficulty sweep: 7 levels per family at N=36")

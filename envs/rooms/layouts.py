@@ -1,0 +1,352 @@
+"""Dark Treasure Rooms layouts: the data and the seeded raw generator (spec_001 §2.2).
+
+A layout is an n×n grid of rooms. Room ``r*n + c`` is the cell in row ``r`` (0 = north) and
+column ``c`` (0 = west). A door joins two side-by-side rooms and is one object with one name,
+seen from both rooms. Balls lie in rooms and give their reward when picked up. The start room,
+the door budget C and the pickup limit K belong to the layout.
+
+Frozen layouts (the suites' instances) live in ``layouts.json`` next to this module and are
+never regenerated during experiments (spec_001 §5 #1); :func:`frozen_layout` loads them.
+``python -m clew.envs.rooms.generator`` rebuilds the file from the fixed seeds.
+
+Decisions (spec_001 §5):
+
+* Connectivity ``minigrid_connect_all`` [#1]: repeatedly pick a random room and a random wall
+  that has a neighbour, add a door there if there is none, until every room is reachable from
+  the start. ``tree`` (randomised DFS spanning tree) is the alternative; ``extra_door_prob``
+  adds doors between further adjacent pairs.
+* 5 balls per layout [#2], never in the start room, two may share a room; rewards are integers
+  1..10 [#3]; C = eccentricity of the start room plus ``door_budget_slack`` [#4].
+* Names: distinct colour names from :mod:`.colours`, one per door and per ball.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from functools import cached_property
+from math import comb
+from pathlib import Path
+from typing import Any
+
+from clew.envs.rooms.colours import COLOURS
+
+LAYOUTS_FILE = Path(__file__).with_name("layouts.json")
+NAME_RE = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)*$")
+CONNECTIVITY = ("minigrid_connect_all", "tree")
+WALLS = ("north", "east", "south", "west")  # canonical door order in a room (spec §2.6)
+
+
+@dataclass(frozen=True)
+class Door:
+    name: str
+    rooms: tuple[int, int]  # the two rooms it joins, smaller index first
+
+    @property
+    def text(self) -> str:
+        return f"{self.name} door"
+
+
+@dataclass(frozen=True)
+class Ball:
+    name: str
+    room: int
+    reward: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.name} ball"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One fixed world: rooms, doors, balls, start room, door budget C and pickup limit K."""
+
+    size: int
+    start: int
+    doors: tuple[Door, ...]
+    balls: tuple[Ball, ...]
+    door_budget: int
+    max_pickups: int = 3
+    id: str = ""
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    # --- geometry -------------------------------------------------------------------------
+    @property
+    def n_rooms(self) -> int:
+        return self.size * self.size
+
+    def wall(self, room: int, other: int) -> str:
+        """The wall of ``room`` that a door to the adjacent ``other`` sits in."""
+        return {-self.size: "north", 1: "east", self.size: "south", -1: "west"}[other - room]
+
+    @cached_property
+    def doors_of(self) -> dict[int, list[tuple[Door, int]]]:
+        """room -> [(door, room behind it)] in wall order N, E, S, W."""
+        out: dict[int, list[tuple[Door, int]]] = {r: [] for r in range(self.n_rooms)}
+        for door in self.doors:
+            a, b = door.rooms
+            out[a].append((door, b))
+            out[b].append((door, a))
+        for room, lst in out.items():
+            lst.sort(key=lambda pair: WALLS.index(self.wall(room, pair[1])))
+        return out
+
+    @cached_property
+    def balls_of(self) -> dict[int, list[Ball]]:
+        out: dict[int, list[Ball]] = {r: [] for r in range(self.n_rooms)}
+        for ball in sorted(self.balls, key=lambda b: b.name):
+            out[ball.room].append(ball)
+        return out
+
+    @cached_property
+    def objects(self) -> dict[str, Door | Ball]:
+        """Object text (``"teal door"``) -> the door or ball."""
+        return {o.text: o for o in (*self.doors, *self.balls)}
+
+    @cached_property
+    def adjacency(self) -> dict[int, set[int]]:
+        return {r: {other for _, other in lst} for r, lst in self.doors_of.items()}
+
+    def distances(self, source: int | None = None) -> dict[int, int]:
+        """Door distances from ``source`` (default: the start) to every reachable room."""
+        return bfs(self.adjacency, self.start if source is None else source)
+
+    @property
+    def eccentricity(self) -> int:
+        return max(self.distances().values())
+
+    # --- what can be reached within one episode -------------------------------------------
+    @cached_property
+    def rooms_in_budget(self) -> set[int]:
+        return {r for r, d in self.distances().items() if d <= self.door_budget}
+
+    @cached_property
+    def n_observation_states(self) -> int:
+        """Distinct observation sets reachable in an episode (coverage denominator, §4.1).
+
+        A room with b balls shows every subset left after removing up to K of them:
+        sum_{k <= min(K, b)} C(b, k), which is 2^b for b <= 3 (the spec's formula).
+        """
+        return sum(
+            sum(comb(len(self.balls_of[r]), k)
+                for k in range(min(self.max_pickups, len(self.balls_of[r])) + 1))
+            for r in self.rooms_in_budget
+        )
+
+    @cached_property
+    def n_objects_in_budget(self) -> int:
+        """Doors that can be traversed plus balls that can be picked up within the budget."""
+        dist = self.distances()
+        doors = sum(
+            1 for d in self.doors
+            if min(dist.get(d.rooms[0], 10**9), dist.get(d.rooms[1], 10**9)) < self.door_budget
+        )
+        return doors + sum(1 for b in self.balls if b.room in self.rooms_in_budget)
+
+    # --- (de)serialisation ----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        from clew.envs.rooms.solver import layout_best_route
+
+        return {
+            "id": self.id,
+            "size": self.size,
+            "start": self.start,
+            "door_budget": self.door_budget,
+            "max_pickups": self.max_pickups,
+            "doors": [{"name": d.name, "rooms": list(d.rooms)} for d in self.doors],
+            "balls": [{"name": b.name, "room": b.room, "reward": b.reward} for b in self.balls],
+            "rmax": layout_best_route(self).value,
+            "n_observation_states": self.n_observation_states,
+            "n_objects": self.n_objects_in_budget,
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "layout") -> Layout:
+        """Parse and validate; every problem names ``where`` and the offending field."""
+        if not isinstance(data, dict):
+            kind = type(data).__name__
+            raise ValueError(f"{where}: must be a JSON object, got {kind}")  # noqa: TRY004
+
+        def need_int(key: str, lo: int, default: Any = None) -> int:
+            value = data.get(key, default)
+            if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+                raise ValueError(f"{where}: field {key!r} must be an integer >= {lo}, "
+                                 f"got {value!r}")
+            return value
+
+        size = need_int("size", 1)
+        n_rooms = size * size
+        start = need_int("start", 0)
+        if start >= n_rooms:
+            raise ValueError(f"{where}: start room {start} is outside the {size}x{size} grid")
+        budget = need_int("door_budget", 1)
+        pickups = need_int("max_pickups", 1, 3)
+        names: set[str] = set()
+
+        def check_name(name: Any, what: str) -> str:
+            if not isinstance(name, str) or not NAME_RE.match(name):
+                raise ValueError(f"{where}: {what} name {name!r} is not a snake_case name")
+            if name in names:
+                raise ValueError(f"{where}: name {name!r} is used twice")
+            names.add(name)
+            return name
+
+        doors = []
+        for i, d in enumerate(data.get("doors") or []):
+            try:
+                a, b = sorted(int(x) for x in d["rooms"])
+                name = d["name"]
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"{where}: doors[{i}] needs 'name' and two 'rooms'") from None
+            check_name(name, f"doors[{i}]")
+            if not (0 <= a < n_rooms and 0 <= b < n_rooms) or not adjacent(a, b, size):
+                raise ValueError(f"{where}: door {name!r} joins rooms {a} and {b}, "
+                                 f"which are not side by side in a {size}x{size} grid")
+            doors.append(Door(name, (a, b)))
+        pairs = [d.rooms for d in doors]
+        if len(set(pairs)) != len(pairs):
+            raise ValueError(f"{where}: two doors join the same pair of rooms")
+        balls = []
+        for i, b in enumerate(data.get("balls") or []):
+            try:
+                name, room, reward = b["name"], b["room"], b["reward"]
+            except (KeyError, TypeError):
+                raise ValueError(f"{where}: balls[{i}] needs 'name', 'room' and 'reward'") from None
+            check_name(name, f"balls[{i}]")
+            if not isinstance(room, int) or not 0 <= room < n_rooms:
+                raise ValueError(f"{where}: ball {name!r} lies in unknown room {room!r}")
+            if not isinstance(reward, int) or isinstance(reward, bool) or reward < 0:
+                raise ValueError(f"{where}: ball {name!r} has reward {reward!r}; "
+                                 "rewards are integers >= 0")
+            balls.append(Ball(name, room, reward))
+        layout = cls(size, start, tuple(doors), tuple(balls), budget, pickups,
+                     str(data.get("id", "")), dict(data.get("meta") or {}))
+        if "rmax" in data:
+            from clew.envs.rooms.solver import layout_best_route
+
+            computed = layout_best_route(layout).value
+            if computed != data["rmax"]:
+                raise ValueError(f"{where}: stored rmax {data['rmax']!r} differs from the "
+                                 f"solver's {computed} (layout data or solver changed)")
+        return layout
+
+
+def adjacent(a: int, b: int, size: int) -> bool:
+    (ra, ca), (rb, cb) = divmod(a, size), divmod(b, size)
+    return abs(ra - rb) + abs(ca - cb) == 1
+
+
+def neighbours(room: int, size: int) -> list[int]:
+    """Adjacent cells in wall order N, E, S, W."""
+    r, c = divmod(room, size)
+    out = []
+    for dr, dc in ((-1, 0), (0, 1), (1, 0), (0, -1)):
+        if 0 <= r + dr < size and 0 <= c + dc < size:
+            out.append((r + dr) * size + c + dc)
+    return out
+
+
+def bfs(adjacency: dict[int, set[int]] | dict[int, list[int]], source: int) -> dict[int, int]:
+    """Shortest door distances from ``source`` over ``adjacency`` (unreachable rooms absent)."""
+    dist = {source: 0}
+    queue = deque([source])
+    while queue:
+        u = queue.popleft()
+        for v in sorted(adjacency.get(u, ())):
+            if v not in dist:
+                dist[v] = dist[u] + 1
+                queue.append(v)
+    return dist
+
+
+# --- raw generation (spec §2.2 make_layout, without the explorability check) ---------------
+def random_layout(
+    size: int,
+    rng: random.Random,
+    *,
+    n_balls: int = 5,
+    connectivity: str = "minigrid_connect_all",
+    start: str = "random",
+    extra_door_prob: float = 0.0,
+    door_budget_slack: int = 0,
+    max_pickups: int = 3,
+    reward_range: tuple[int, int] = (1, 10),
+) -> Layout:
+    """One random layout drawn from ``rng`` (the generator adds checks and retries)."""
+    if size < 2:
+        raise ValueError(f"rooms: grid size must be >= 2, got {size}")
+    if connectivity not in CONNECTIVITY:
+        raise ValueError(f"rooms: connectivity must be one of {CONNECTIVITY}, got {connectivity!r}")
+    if start not in ("random", "corner"):
+        raise ValueError(f"rooms: start must be 'random' or 'corner', got {start!r}")
+    n_rooms = size * size
+    start_room = rng.randrange(n_rooms) if start == "random" else 0
+    pairs: set[tuple[int, int]] = set()
+    if connectivity == "tree":
+        seen, stack = {start_room}, [start_room]
+        while stack:  # randomised DFS
+            u = stack[-1]
+            fresh = [v for v in neighbours(u, size) if v not in seen]
+            if not fresh:
+                stack.pop()
+                continue
+            v = rng.choice(fresh)
+            pairs.add((min(u, v), max(u, v)))
+            seen.add(v)
+            stack.append(v)
+    else:
+        adjacency: dict[int, set[int]] = {r: set() for r in range(n_rooms)}
+        while len(bfs(adjacency, start_room)) < n_rooms:
+            u = rng.randrange(n_rooms)
+            v = rng.choice(neighbours(u, size))
+            if (min(u, v), max(u, v)) not in pairs:
+                pairs.add((min(u, v), max(u, v)))
+                adjacency[u].add(v)
+                adjacency[v].add(u)
+    if extra_door_prob > 0:
+        for u in range(n_rooms):
+            for v in neighbours(u, size):
+                if u < v and (u, v) not in pairs and rng.random() < extra_door_prob:
+                    pairs.add((u, v))
+    door_pairs = sorted(pairs)
+    ball_rooms = [rng.choice([r for r in range(n_rooms) if r != start_room])
+                  for _ in range(n_balls)]
+    rewards = [rng.randint(*reward_range) for _ in range(n_balls)]
+    if len(door_pairs) + n_balls > len(COLOURS):
+        raise ValueError(f"rooms: {len(door_pairs) + n_balls} objects need more names than "
+                         f"the {len(COLOURS)} colours available")
+    names = rng.sample(COLOURS, len(door_pairs) + n_balls)
+    doors = tuple(Door(names[i], p) for i, p in enumerate(door_pairs))
+    balls = tuple(Ball(names[len(door_pairs) + i], ball_rooms[i], rewards[i])
+                  for i in range(n_balls))
+    provisional = Layout(size, start_room, doors, balls, 1, max_pickups)
+    budget = provisional.eccentricity + door_budget_slack
+    return Layout(size, start_room, doors, balls, budget, max_pickups)
+
+
+# --- frozen layouts -------------------------------------------------------------------------
+_frozen: dict[str, dict[str, Any]] | None = None
+
+
+def frozen_layouts() -> dict[str, dict[str, Any]]:
+    """All frozen layouts as JSON dicts, by id (read once from ``layouts.json``)."""
+    global _frozen
+    if _frozen is None:
+        try:
+            data = json.loads(LAYOUTS_FILE.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{LAYOUTS_FILE}: cannot read the frozen layouts: {exc}") from None
+        _frozen = {d["id"]: d for d in data["layouts"]}
+    return _frozen
+
+
+def frozen_layout(layout_id: str) -> Layout:
+    layouts = frozen_layouts()
+    if layout_id not in layouts:
+        raise KeyError(f"rooms: no frozen layout {layout_id!r}; known: {', '.join(layouts)}")
+    return Layout.from_dict(layouts[layout_id], where=f"{LAYOUTS_FILE.name}:{layout_id}")

@@ -1,0 +1,70 @@
+"""Dark Treasure Rooms suites (spec_001 §2.1, §3.2, §3.4).
+
+* ``test`` (unseen): the three frozen layouts per size (``4x4-a`` .. ``7x7-c``), 10 runs each
+  (task seed = run index r, spec §3.2: "run r uses seed r"), so a size gives 30 runs as in the
+  paper's open-model and random-walk cells.
+* ``train`` (seen): ten other frozen layouts per size (``4x4-t0`` ..), one run each (seed 0),
+  for collecting search data.
+
+Suites: ``rooms-v1`` (all sizes), ``rooms-4x4``, ``rooms-5x5``, ``rooms-7x7`` (one size, the
+task-oriented instruction), ``rooms-7x7-exploit`` and ``rooms-7x7-explore`` (7×7 with the soft
+lower / upper bound instruction, §3.4). Every task carries its full layout, so a task file is
+self-contained.
+"""
+
+from __future__ import annotations
+
+from clew.envs.base import Task
+from clew.envs.rooms.generator import N_TRAIN, SIZES, TEST_IDS
+from clew.envs.rooms.layouts import frozen_layouts
+from clew.envs.suites import Suite
+
+RUNS_PER_LAYOUT = 10
+N_EPISODES = 20
+
+
+def _tasks(layout_ids: list[str], runs: int, split: str, instruction: str) -> list[Task]:
+    layouts = frozen_layouts()
+    suffix = "" if instruction == "task" else f"-{instruction}"
+    return [
+        Task("rooms", {"layout": layouts[lid], "n_episodes": N_EPISODES,
+                       "instruction": instruction},
+             seed=r, id=f"rooms-{lid}{suffix}-r{r}", split=split)
+        for lid in layout_ids for r in range(runs)
+    ]
+
+
+def _suite(name: str, sizes: tuple[int, ...], instruction: str = "task") -> Suite:
+    test = [f"{n}x{n}-{x}" for n in sizes for x in TEST_IDS]
+    train = [f"{n}x{n}-t{i}" for n in sizes for i in range(N_TRAIN)]
+    return Suite(
+        name, 1,
+        {"train": _tasks(train, 1, "train", instruction),
+         "test": _tasks(test, RUNS_PER_LAYOUT, "test", instruction)},
+        f"Dark Treasure Rooms {'/'.join(f'{n}x{n}' for n in sizes)}, {N_EPISODES} episodes "
+        f"per run, instruction '{instruction}' (spec_001)",
+    )
+
+
+def rooms_v1() -> Suite:
+    return _suite("rooms-v1", SIZES)
+
+
+def rooms_4x4() -> Suite:
+    return _suite("rooms-4x4", (4,))
+
+
+def rooms_5x5() -> Suite:
+    return _suite("rooms-5x5", (5,))
+
+
+def rooms_7x7() -> Suite:
+    return _suite("rooms-7x7", (7,))
+
+
+def rooms_7x7_exploit() -> Suite:
+    return _suite("rooms-7x7-exploit", (7,), "exploit")
+
+
+def rooms_7x7_explore() -> Suite:
+    return _suite("rooms-7x7-explore", (7,), "explore")

@@ -1,0 +1,70 @@
+"""Normalised best-found reward of HillSearch, TreeSearch and MaxSatSearch (spec_003 §1.2).
+
+The episode is replayed from its actions (invalid attempts included, so the §3.6 retry counters
+replay too) on a fresh env of the task. Returned keys:
+
+* ``normalised_reward`` — r = R / OPT, the figure every table of the paper reports;
+* ``best_value`` (R, the best value any valid query returned; 0 if none) and ``optimum`` (OPT);
+* ``valid_queries``, ``invalid_attempts``, ``ended_early`` (1 when the episode ended before the
+  budget was spent: retries exhausted or STOP) — protocol health;
+* ``simple_regret`` — 1 − r (§1.2: not used by the paper, given for convenience);
+* one family-specific indicator of having found the instance's key structure [D, not in the
+  paper; for diagnosis]: ``needle_found`` (Hill: R > OPT/2; decoy peaks stay below 10 while the
+  needle rises to 20), ``good_branch_found`` (Tree: some queried node lies below a good
+  gateway), ``gold_satisfied`` (MaxSat: some query satisfied).
+
+For repeated episodes of one task the reported statistic is the mean of r; over a set of
+instances, the mean of per-instance means [D §1.2].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clew.envs.base import Task
+from clew.envs.registry import make_for
+
+
+def replay(task: Task, actions: list[str]):
+    env = make_for(task)
+    env.reset(task)
+    for action in actions:
+        if env.done:
+            break
+        env.step(str(action))
+    return env
+
+
+def episode_metrics(task: Task, episode: dict[str, Any]) -> dict[str, Any]:
+    env = replay(task, list(episode.get("actions", [])))
+    r = env.grade()
+    out: dict[str, Any] = {
+        "normalised_reward": r,
+        "best_value": env.best_value,
+        "optimum": env.optimum,
+        "simple_regret": 1.0 - r,
+        "valid_queries": env.state.steps,
+        "invalid_attempts": env.state.invalid,
+        "ended_early": 1.0 if env.ended in ("retries", "stop") else 0.0,
+    }
+    family = getattr(env, "family", "")
+    if family == "hill":
+        out["needle_found"] = 1.0 if env.best_value > env.optimum / 2 else 0.0
+    elif family == "tree":
+        out["good_branch_found"] = 1.0 if _good_branch(env) else 0.0
+    elif family == "maxsat":
+        if task.params.get("gold") is not None:
+            gold = env.clauses[0]
+            hit = any(all(bits[v] == str(b) for v, b in gold) for bits, _ in env.state.history)
+            out["gold_satisfied"] = 1.0 if hit else 0.0
+    return out
+
+
+def _good_branch(env) -> bool:
+    good = set((env.task.params.get("gateways") or {}).get("good", []))
+    for node, _ in env.state.history:
+        while node != env.root and env.parent[node] != env.root:
+            node = env.parent[node]
+        if node in good:
+            return True
+    return False

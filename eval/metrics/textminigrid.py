@@ -1,0 +1,153 @@
+"""TextMiniGrid metrics (spec_004 §4.1, with the labelled extensions of §4.3).
+
+``episode_metrics(task, record)`` replays the episode and returns, from the paper (§4.1):
+
+* ``success`` S ∈ {0, 1}; ``steps`` T (atomic actions); ``decisions`` D (decision steps that
+  executed actions); ``actions_per_decision`` T / D; ``steps_to_success`` and
+  ``decisions_to_success`` (NaN on failure; "Fail" in the paper's tables);
+* ``oracle_length`` L* and the difficulty level (``difficulty``, a label), plus
+  ``sr_easy`` … ``sr_super_hard``: S for the task's own level and NaN for the others, so the mean
+  over a run of each key is the per-level success rate SR_ℓ (the macro average is the mean of
+  the four; the micro average is the mean of ``success``).
+
+Extensions not defined by the paper (§4.3, A28), prefixed ``ext_``:
+
+* ``ext_revisit_rate`` = 1 − |unique cells stood on| / (successful moves + 1);
+* ``ext_coverage`` = |non-wall cells ever inside the visibility mask| / |non-wall cells| (room
+  interiors and door cells; all are reachable in principle since ``connect_all`` links every
+  room and the locked room's key exists); ``ext_rooms_entered`` = fraction of rooms stood in;
+* ``ext_noop_rate``: share of atomic actions that changed nothing (pose, carried object, the
+  front cell and its door state all unchanged); ``ext_noop_rate_<action>`` per action type;
+* ``ext_format_failure_rate``: share of env steps whose reply was unparsable, truncated to m, or
+  had unrecognised pieces;
+* ``ext_first_sight`` (atomic step at which the target was first visible, NaN if never) and
+  ``ext_sight_to_success``; ``ext_boxes_destroyed``.
+
+Replay: when the record carries per-step ``info["executed"]`` (the runner stores the env's step
+info), the executed atomic actions are replayed exactly; otherwise the decision texts are
+replayed through the env with ``record["env_options"]`` when present, and with no cap on actions
+per step when m is unknown (trajectories scored with ``clew score`` are taken as executed).
+
+``disagreement`` and ``success_by_level`` are the cross-run quantities of §4.1 (items 2, 4, 5).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, Iterable
+
+from clew.envs.base import Task
+from clew.envs.textminigrid.bot import LEVELS, difficulty
+from clew.envs.textminigrid.env import TextMiniGridEnv
+
+NAN = math.nan
+
+
+def _env_options(record: dict[str, Any]) -> dict[str, Any]:
+    allowed = set(inspect.signature(TextMiniGridEnv.__init__).parameters) - {"self"}
+    opts = {k: v for k, v in (record.get("env_options") or {}).items() if k in allowed}
+    opts.setdefault("max_actions", 10**6)
+    return {**opts, "trace": True}
+
+
+def _executed_from_steps(record: dict[str, Any]) -> list[list[str]] | None:
+    steps = record.get("steps")
+    if not isinstance(steps, list) or not steps:
+        return None
+    out = []
+    for s in steps:
+        info = s.get("info") if isinstance(s, dict) else None
+        if not isinstance(info, dict) or "executed" not in info:
+            return None
+        out.append(list(info["executed"]))
+    return out
+
+
+def _replay(task: Task, record: dict[str, Any]) -> tuple[TextMiniGridEnv, list[dict[str, Any]]]:
+    """Replay the episode; return the env (traced) and, per env step, its step info."""
+    executed = _executed_from_steps(record)
+    if executed is not None:  # exact: the atomic actions the env executed, step by step
+        env = TextMiniGridEnv(max_actions=10**6, requeries=0, trace=True,
+                              max_steps=_env_options(record).get("max_steps", 200))
+        env.reset(task)
+        for names in executed:
+            if names and not env.done:
+                env.step(",".join(names))  # the no-op's label is unparsable: a no-op again
+        return env, [s["info"] for s in record["steps"]]
+    env = TextMiniGridEnv(**_env_options(record))
+    env.reset(task)
+    infos = []
+    for action in record.get("actions", []):
+        if env.done:
+            break
+        infos.append(env.step(action).info)
+    return env, infos
+
+
+def episode_metrics(task: Task, record: dict[str, Any]) -> dict[str, Any]:
+    env, infos = _replay(task, record)
+    st = env.state
+    success = 1.0 if st.success else 0.0
+    decisions = sum(1 for i in infos if i.get("executed"))
+    length = task.params.get("oracle_length")
+    level = task.params.get("difficulty") or difficulty(length)
+    out: dict[str, Any] = {
+        "success": success,
+        "steps": st.steps,
+        "decisions": decisions,
+        "actions_per_decision": st.steps / decisions if decisions else NAN,
+        "steps_to_success": st.steps if st.success else NAN,
+        "decisions_to_success": decisions if st.success else NAN,
+        "oracle_length": length if length is not None else NAN,
+        "difficulty": level,
+    }
+    for name in LEVELS:
+        out["sr_" + name.replace("-", "_")] = success if level == name else NAN
+
+    cells = {p[:2] for p in st.poses}
+    out["ext_revisit_rate"] = 1.0 - len(cells) / (sum(st.moved) + 1)
+    grid = env.level.grid
+    free = {(x, y) for x in range(grid.width) for y in range(grid.height)
+            if not (grid.get(x, y) is not None and grid.get(x, y).type == "wall")}
+    out["ext_coverage"] = len(st.seen & free) / len(free)
+    rooms = {env.level.room_from_pos(x, y) for x, y in cells}
+    n_rooms = env.level.num_rows * env.level.num_cols
+    out["ext_rooms_entered"] = len(rooms) / n_rooms
+    blocked = [b for i in infos for b in i.get("blocked", [])]
+    names = [a for i in infos for a in i.get("executed", [])]
+    out["ext_noop_rate"] = sum(blocked) / len(blocked) if blocked else NAN
+    for action in sorted(set(names)):
+        flags = [b for a, b in zip(names, blocked) if a == action]
+        out["ext_noop_rate_" + action.lower().replace(" ", "_")] = sum(flags) / len(flags)
+    fails = [bool(i.get("error") == "unparsable" or i.get("truncated") or i.get("skipped"))
+             for i in infos]
+    out["ext_format_failure_rate"] = sum(fails) / len(fails) if fails else NAN
+    seen_at = st.target_first_seen
+    out["ext_first_sight"] = seen_at if seen_at is not None else NAN
+    out["ext_sight_to_success"] = st.steps - seen_at if st.success and seen_at is not None else NAN
+    out["ext_boxes_destroyed"] = st.boxes_destroyed
+    return out
+
+
+# --- cross-run quantities (§4.1) --------------------------------------------------------------
+def disagreement(a: dict[str, bool], b: dict[str, bool]) -> tuple[int, int]:
+    """(N(A✓, B✗), N(A✗, B✓)) over the task ids both runs have (Tables 1–2, §4.1 items 4–5)."""
+    common = sorted(set(a) & set(b))
+    return (sum(1 for t in common if a[t] and not b[t]),
+            sum(1 for t in common if b[t] and not a[t]))
+
+
+def success_by_level(results: Iterable[tuple[str | None, bool]]) -> dict[str, float]:
+    """SR per difficulty level, plus micro and macro averages (§4.1 item 2, A23)."""
+    by: dict[str, list[bool]] = {name: [] for name in LEVELS}
+    every: list[bool] = []
+    for level, ok in results:
+        every.append(bool(ok))
+        if level in by:
+            by[level].append(bool(ok))
+    out = {name: (sum(v) / len(v) if v else NAN) for name, v in by.items()}
+    present = [x for x in out.values() if not math.isnan(x)]
+    out["micro"] = sum(every) / len(every) if every else NAN
+    out["macro"] = sum(present) / len(present) if present else NAN
+    return out

@@ -1,0 +1,56 @@
+"""``clew data [--config FILE] --out DIR RUN... [key=value ...]``: recorded search trees to EL / IL datasets
+(spec_002 §6; :mod:`clew.training.datasets`).
+
+Writes ``DIR/el``, ``DIR/il_all``, ``DIR/il_matched`` (Hugging Face ``save_to_disk``), the same as
+JSONL (``DIR/<subset>.jsonl``, chat format) and ``DIR/export_report.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("items", nargs="*", metavar="RUN | key=value",
+                   help="run directories with search trees, and config overrides such as "
+                        "el_max_actions=30 sample_mode=full (after the --options)")
+    p.add_argument("--config", help="YAML config file (fields of training.datasets.DataConfig)")
+    p.add_argument("--out", help="output folder for the datasets")
+
+
+def _split(items: list[str]) -> tuple[list[str], list[str]]:
+    """Free words: ``key=value`` overrides, the others run directories."""
+    runs = [x for x in items if "=" not in x]
+    return runs, [x for x in items if "=" in x]
+
+
+def config(args: argparse.Namespace):
+    from clew.eval.config import ConfigError, load_config
+    from clew.training.datasets import DataConfig
+
+    runs, overrides = _split(list(args.items))
+    base = {}
+    if runs:
+        base["runs"] = runs
+    if args.out:
+        base["out"] = args.out
+    cfg = load_config(DataConfig, args.config, overrides, base=base)
+    if not cfg.out:
+        raise ConfigError("config error:\n  out: where to write the datasets (--out DIR)")
+    return cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    from clew.training.datasets import build_datasets, save_datasets
+
+    cfg = config(args)
+    datasets, report = build_datasets(cfg, progress=True)
+    out = save_datasets(datasets, report, cfg.out, cfg.formats)
+    print(f"{report['episodes']} episode(s) read, {report['selected']} selected; "
+          f"EL from {report['el_episodes']}, IL from {report['il_episodes']}")
+    for name, n in report["samples"].items():
+        print(f"  {name:11s} {n} sample(s) -> {out / name} and {out / name}.jsonl")
+    if report["el_skipped"]:
+        print("EL skipped: " + json.dumps(report["el_skipped"]))
+    return 0

@@ -1,0 +1,96 @@
+"""Run directories built from hand-written episode records, for the report and merge tests."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clew.eval.evaluate import finalize
+from clew.eval.rundir import RunDir
+from clew.search.mcts import Evaluation, MCTSConfig, Transition, run_search
+from clew.search.tree import tree_to_dict
+
+#: text that would break out of a <script> block if the viewer embedded it raw
+EVIL = "</script><script>window.pwned=1</script><b>"
+
+
+def record(i: int, *, success: bool | None, agent: str = "agent", kind: str = "lm",
+           params: dict[str, Any] | None = None, metrics: dict[str, Any] | None = None,
+           usage: dict[str, dict[str, int]] | None = None, executed: int = 5,
+           simulated: int = 0, wall: float = 1.0, steps: int = 5, repeat: int = 0) -> dict:
+    return {
+        "key": f"task-{i}#{repeat}", "agent": agent, "agent_kind": kind,
+        "task": {"env": "toy", "params": params or {}, "seed": i, "id": f"task-{i}",
+                 "split": "test"},
+        "actions": ["right"] * steps, "steps": [],
+        "interactions": {"executed": executed, "simulated": simulated},
+        "usage": usage or {},
+        "outcome": {"success": success, "grade": float(bool(success)), "return": 0.0,
+                    "steps": steps, "invalid": 0, "stopped_by": "done"},
+        "metrics": metrics or {}, "wall_s": wall,
+    }
+
+
+def write_run(path: Path, records: list[dict], *, agent: str = "agent",
+              agent_options: dict | None = None, suite: str = "toy-suite:test",
+              **config: Any) -> Path:
+    run = RunDir(path)
+    run.open({"agent": agent, "agent_options": agent_options or {}, "suite": suite, **config},
+             resume=False)
+    for rec in records:
+        run.append_episode(rec)
+    finalize(run)
+    return path
+
+
+@dataclass
+class Prop:
+    action: str
+    key: str
+    raw: str
+    count: int
+    prior: float
+    is_stop: bool = False
+
+
+class RandomHooks:
+    """A toy world whose priors and values are pseudo-random functions of the action path."""
+
+    def __init__(self, seed: int):
+        self.seed, self.state = seed, ()
+
+    def _rng(self):
+        return random.Random(zlib.crc32(f"{self.seed}:{'/'.join(self.state)}".encode()))
+
+    async def expand(self, node):
+        rng = self._rng()
+        acts = ["left", "right", "up", "stop"]
+        ws = [rng.random() + 0.05 for _ in acts]
+        props = [Prop(a, a, f"raw {a} {EVIL}", int(w * 9) + 1, w / sum(ws), a == "stop")
+                 for a, w in zip(acts, ws)]
+        return sorted(props, key=lambda p: -p.prior)
+
+    async def evaluate(self, node):
+        return Evaluation(self._rng().random() * 0.9, {"samples": [0.5]})
+
+    def to_root(self):
+        self.state = ()
+
+    def apply(self, node, edge):
+        self.state += (edge.action,)
+        return Transition(obs=f"at {'/'.join(self.state)} {EVIL}")
+
+    def snapshot(self):
+        return self.state
+
+    def restore(self, snap):
+        self.state = snap
+
+
+def mcts_tree(seed: int, sims: int) -> dict:
+    cfg = MCTSConfig(branching_factor=3, n_simulations=sims, max_depth_actions=4)
+    return tree_to_dict(asyncio.run(run_search(cfg, RandomHooks(seed), "root obs")).tree)

@@ -1,0 +1,224 @@
+"""`clew report`: tables and CSV against hand-computed values from the records, plots written."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import math
+import re
+import statistics
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from report_fixtures import record, write_run
+
+from clew.eval.plots import fit_line
+from clew.eval.report import ReportError, write_report
+from clew.scripts.cli import main
+from clew.search.tree import save_tree
+
+
+def usage(prompt: int, completion: int, calls: int, role: str = "policy") -> dict:
+    return {role: {"prompt_tokens": prompt, "completion_tokens": completion, "calls": calls}}
+
+
+# run "search": 4 episodes, one with an undefined exploration error
+SEARCH = [
+    record(0, success=True, agent="rmcts", params={"dag_level": "easy"}, simulated=20,
+           metrics={"exploration_error": 0.2, "exploitation_error": 0.1, "gap_total": 0.4,
+                    "gap_exploration": 0.3, "gap_exploitation": 0.1},
+           usage={**usage(100, 20, 2), **usage(30, 10, 1, "value")}, wall=2.0),
+    record(1, success=False, agent="rmcts", params={"dag_level": "hard"}, simulated=40,
+           metrics={"exploration_error": 0.4, "exploitation_error": 0.3, "gap_total": 0.6,
+                    "gap_exploration": 0.5, "gap_exploitation": 0.1},
+           usage={**usage(100, 20, 2), **usage(30, 10, 1, "value")}, wall=4.0),
+    record(2, success=True, agent="rmcts", params={"dag_level": "hard"}, simulated=30,
+           metrics={"exploration_error": None, "exploitation_error": 0.2, "gap_total": 0.2,
+                    "gap_exploration": 0.1, "gap_exploitation": 0.1},
+           usage={**usage(100, 20, 2), **usage(30, 10, 1, "value")}, wall=3.0),
+    record(3, success=True, agent="rmcts", params={"dag_level": "easy"}, simulated=10,
+           metrics={"exploration_error": 0.3, "exploitation_error": 0.2, "gap_total": 0.0,
+                    "gap_exploration": 0.0, "gap_exploitation": 0.0},
+           usage={**usage(100, 20, 2), **usage(30, 10, 1, "value")}, wall=1.0),
+]
+# run "react": cheaper, worse
+REACT = [
+    record(i, success=(i == 0), agent="react", params={"dag_level": lv}, simulated=0,
+           metrics={"exploration_error": 0.8, "exploitation_error": 0.5},
+           usage=usage(50, 10, 1), wall=0.5)
+    for i, lv in enumerate(["easy", "hard", "hard", "easy"])
+]
+
+
+@pytest.fixture
+def runs(tmp_path):
+    search = write_run(tmp_path / "search", SEARCH, agent="rmcts",
+                       agent_options={"model": "fake", "search": {"n_simulations": 16}})
+    react = write_run(tmp_path / "react", REACT, agent="react")
+    return search, react
+
+
+@pytest.fixture(scope="module")
+def rep(tmp_path_factory):
+    """One report on both runs, ReAct given: shared because plotting takes a second."""
+    tmp = tmp_path_factory.mktemp("report")
+    search = write_run(tmp / "search", SEARCH, agent="rmcts",
+                       agent_options={"model": "fake", "search": {"n_simulations": 16}})
+    react = write_run(tmp / "react", REACT, agent="react")
+    return write_report([search, react], tmp / "out", react=react)
+
+
+def read_csv(path):
+    return list(csv.DictReader(io.StringIO(path.read_text())))
+
+
+def test_summary_csv_matches_the_records(rep):
+    rows = {r["run"]: r for r in read_csv(rep.out / "tables" / "summary.csv")}
+    s = rows["search"]
+    succ = [1, 0, 1, 1]
+    assert float(s["success"]) == pytest.approx(0.75)
+    assert float(s["success se"]) == pytest.approx(statistics.stdev(succ) / 2)
+    assert float(s["explore err"]) == pytest.approx(0.3)  # the undefined one left out
+    assert int(s["explore err n"]) == 3
+    assert float(s["exploit err"]) == pytest.approx(0.2)
+    assert float(s["tokens/task"]) == pytest.approx(160)  # 100+20 policy + 30+10 value
+    assert float(s["tokens vs ReAct"]) == pytest.approx(160 / 60)
+    assert float(rows["react"]["tokens vs ReAct"]) == pytest.approx(1.0)
+    assert float(s["LM calls/task"]) == pytest.approx(3)
+    assert float(s["simulated/task"]) == pytest.approx(25)
+    assert float(s["executed/task"]) == pytest.approx(5)
+    assert float(s["wall s/task"]) == pytest.approx(2.5)
+    assert s["agent"] == "rmcts" and s["episodes"] == "4"
+
+
+def test_gap_table_and_shares(rep):
+    rows = {r["run"]: r for r in read_csv(rep.out / "tables" / "gaps.csv")}
+    g = rows["search"]
+    assert float(g["gap total"]) == pytest.approx(0.3)
+    assert float(g["gap exploration"]) == pytest.approx(0.225)
+    assert float(g["gap exploitation"]) == pytest.approx(0.075)
+    assert float(g["explore share"]) == pytest.approx(0.225 / 0.3)
+    assert float(g["explore share"]) + float(g["exploit share"]) == pytest.approx(1.0)
+    assert rows["react"]["gap total"] == ""  # react has no gap metric: undefined, not 0
+
+
+def test_success_by_level(rep):
+    rows = read_csv(rep.out / "tables" / "by_level.csv")
+    assert [(r["parameter"], r["level"]) for r in rows] == [("dag_level", "easy"),
+                                                           ("dag_level", "hard")]
+    by = {r["level"]: r for r in rows}
+    assert float(by["easy"]["search success"]) == 1.0
+    assert float(by["hard"]["search success"]) == 0.5
+    assert float(by["easy"]["react success"]) == 0.5
+    assert float(by["hard"]["react success"]) == 0.0
+    assert int(by["hard"]["search success n"]) == 2
+
+
+def test_usage_per_role_and_compute(rep):
+    roles = {(r["run"], r["role"]): r for r in read_csv(rep.out / "tables" / "usage_by_role.csv")}
+    assert float(roles[("search", "value")]["calls"]) == 1
+    assert float(roles[("search", "policy")]["prompt tokens"]) == 100
+    assert ("react", "value") not in roles
+    comp = {r["run"]: r for r in read_csv(rep.out / "tables" / "compute.csv")}
+    assert float(comp["search"]["nodes/tree"]) == 16 and comp["search"]["from"] == "config"
+    assert comp["react"]["nodes/tree"] == ""
+
+
+def test_nodes_per_tree_measured_from_saved_trees(tmp_path):
+    run = write_run(tmp_path / "bfs", [record(0, success=True)], agent="bfs")
+    for step, n in ((0, 3), (1, 5)):
+        nodes = [{"node_id": i, "parent": None if i == 0 else 0, "incoming": None,
+                  "depth": 0, "obs": None, "edges": [], "expanded": False, "ns": 0,
+                  "value": None, "terminal": False} for i in range(n)]
+        save_tree(run / "trees" / "task-0#0" / f"{step}.json.gz",
+                  {"schema": "clew.tree/1", "root": 0, "nodes": nodes, "edges": []})
+    rep = write_report([run], tmp_path / "out")
+    comp = read_csv(rep.out / "tables" / "compute.csv")[0]
+    assert float(comp["nodes/tree"]) == 4.0 and comp["from"] == "trees"
+
+
+def test_plots_written_and_fit_matches_numpy(runs, tmp_path):
+    search, react = runs
+    third = write_run(tmp_path / "mid", [
+        record(i, success=s, metrics={"exploration_error": e})
+        for i, (s, e) in enumerate([(True, 0.5), (False, 0.7)])])
+    rep = write_report([search, react, third], tmp_path / "out")
+    names = {p.name for p in (rep.out / "plots").glob("*.png")}
+    assert {"success_vs_exploration_error.png", "scaling_nodes.png", "scaling_tokens.png",
+            "gap_decomposition.png"} <= names
+    for p in (rep.out / "plots").glob("*.png"):
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    xs = np.log10([0.3, 0.8, 0.6])
+    ys = np.array([0.75, 0.25, 0.5])
+    slope, intercept = np.polyfit(xs, ys, 1)
+    fit = json.loads((rep.out / "report.json").read_text())["fits"]["exploration_error"]
+    assert fit["slope"] == pytest.approx(slope) and fit["intercept"] == pytest.approx(intercept)
+    assert fit["r2"] == pytest.approx(np.corrcoef(xs, ys)[0, 1] ** 2)
+    assert fit["n"] == 3
+
+
+def test_html_is_self_contained_with_tables_and_plots(rep):
+    page = (rep.out / "report.html").read_text()
+    assert "<link" not in page and "src='http" not in page and 'src="http' not in page
+    imgs = re.findall(r"src='data:image/png;base64,([^']+)'", page)
+    assert len(imgs) == len(rep.figures) >= 3
+    assert base64.b64decode(imgs[0]) == rep.figures[0].path.read_bytes()
+    for key in rep.tables:
+        assert f"id='table-{key}'" in page
+    md = (rep.out / "report.md").read_text()
+    assert "| search |" in md and "plots/gap_decomposition.png" in md
+
+
+def test_single_run_defaults_to_its_directory_and_react_joins(runs, tmp_path):
+    search, react = runs
+    rep = write_report([search], react=react)
+    assert rep.out == search and (search / "report.md").exists()
+    assert [r["run"] for r in read_csv(search / "tables" / "summary.csv")] == ["search", "react"]
+
+
+def test_different_suites_warn(tmp_path):
+    a = write_run(tmp_path / "a", [record(0, success=True)], suite="s1:test")
+    b = write_run(tmp_path / "b", [record(0, success=False)], suite="s2:test")
+    rep = write_report([a, b], tmp_path / "out")
+    assert "different suites" in rep.warning
+    assert "different suites" in (rep.out / "report.md").read_text()
+
+
+def test_not_a_run_directory_is_a_clear_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReportError, match="not a run directory"):
+        write_report([tmp_path / "empty"], tmp_path / "out")
+    assert main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "o")]) == 2
+
+
+def test_cli_report(runs, tmp_path, capsys):
+    search, react = runs
+    assert main(["report", str(search), str(react), "--out", str(tmp_path / "r"),
+                 "--react", str(react)]) == 0
+    out = capsys.readouterr().out
+    assert "| search |" in out and (tmp_path / "r" / "report.html").exists()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(-5, 5), st.floats(-5, 5)), min_size=3, max_size=12))
+def test_fit_line_agrees_with_numpy(pairs):
+    xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
+    fit = fit_line(xs, ys)
+    if np.var(xs) < 1e-6 or np.var(ys) < 1e-6:
+        return  # degenerate: no slope or no R² to compare
+    slope, intercept = np.polyfit(xs, ys, 1)
+    assert fit is not None
+    assert fit.slope == pytest.approx(slope, abs=1e-6, rel=1e-6)
+    assert fit.intercept == pytest.approx(intercept, abs=1e-6, rel=1e-6)
+    assert fit.r2 == pytest.approx(np.corrcoef(xs, ys)[0, 1] ** 2, abs=1e-6)
+
+
+def test_fit_line_degenerate_cases():
+    assert fit_line([1.0], [1.0]) is None
+    assert fit_line([2.0, 2.0, 2.0], [0.1, 0.5, 0.9]) is None
+    flat = fit_line([1.0, 2.0, 3.0], [0.5, 0.5, 0.5])
+    assert flat.slope == 0 and math.isnan(flat.r2)

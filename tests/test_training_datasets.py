@@ -1,0 +1,90 @@
+"""Run directories to EL / IL datasets (spec_002 §6.2, §6.8) and the `clew data` command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from training_toys import write_run
+
+from clew.envs import registry
+from clew.scripts.cli import main
+from clew.training.datasets import (
+    DataConfig, build_datasets, is_selected, load_chat_dataset, save_datasets,
+)
+
+
+@pytest.fixture(autouse=True)
+def toy_env(monkeypatch):
+    monkeypatch.setitem(registry.ENVS, "toy-tree", "training_toys:TreeEnv")
+
+
+def test_subsets_selection_and_metadata(tmp_path):
+    run = write_run(tmp_path / "run", n_tasks=2)
+    ds, report = build_datasets(DataConfig(runs=[str(run)]))
+    assert (report["episodes"], report["selected"]) == (4, 3)   # ex-fail is not selected
+    assert report["el_episodes"] == 2 and report["il_episodes"] == 3
+    assert report["el_skipped"] == {"no search trees": 1}
+    assert report["samples"] == {"el": 8, "il_all": 3, "il_matched": 2}
+    el = ds["el"]
+    assert set(el["kind"]) == {"el"} and set(el["task_id"]) == {"ex-0", "ex-1"}
+    assert set(ds["il_all"]["task_id"]) == {"ex-0", "ex-1", "ex-91"}
+    assert set(ds["il_matched"]["task_id"]) == {"ex-0", "ex-1"}
+    assert set(ds["il_all"]["kind"]) == {"il"} and set(el["source_run"]) == {str(run)}
+    row = el[3]
+    assert row["turn_index"] == 3 and row["n_backtracks"] == 1
+    weights = [(m["role"], m["weight"]) for m in row["messages"]]
+    assert weights[:2] == [("system", None), ("user", None)]
+    assert [w for r, w in weights if r == "assistant"] == [0, 0, 0, 1]
+
+
+def test_selection_by_ground_truth_or_estimate():
+    assert is_selected({"outcome": {"success": True}})
+    assert not is_selected({"outcome": {"success": None, "grade": 0.5}})
+    assert is_selected({"outcome": {"success": False, "success_est": True}}, "est")
+    with pytest.raises(ValueError, match="success_est"):
+        is_selected({"key": "k", "outcome": {"success": True}}, "est")
+
+
+def test_jsonl_export_and_reload(tmp_path):
+    run = write_run(tmp_path / "run", n_tasks=1, failed=False, without_trees=False)
+    cfg = DataConfig(runs=[str(run)], formats=["chat", "prompt_completion", "context_response"])
+    ds, report = build_datasets(cfg)
+    out = save_datasets(ds, report, tmp_path / "data", cfg.formats)
+    lines = [json.loads(x) for x in (out / "el.jsonl").read_text().splitlines()]
+    assert len(lines) == 4 and lines[-1]["meta"]["kind"] == "el"
+    for m in lines[-1]["messages"]:
+        assert ("weight" in m) == (m["role"] == "assistant")
+    pc = json.loads((out / "el.prompt_completion.jsonl").read_text().splitlines()[-1])
+    assert pc["completion"][0]["content"] == lines[-1]["messages"][-1]["content"]
+    assert pc["prompt"][-1]["role"] == "user"
+    cr = json.loads((out / "el.context_response.jsonl").read_text().splitlines()[-1])
+    assert cr["response"] == pc["completion"][0]["content"] and cr["metadata"]["task_id"]
+    for source in (out / "el", out / "el.jsonl"):
+        back = load_chat_dataset(source)
+        assert [m["content"] for m in back[3]["messages"]] == \
+               [m["content"] for m in ds["el"][3]["messages"]]
+        assert [m["weight"] for m in back[3]["messages"]] == \
+               [m["weight"] for m in ds["el"][3]["messages"]]
+    assert json.loads((out / "export_report.json").read_text())["samples"]["el"] == 4
+
+
+def test_bad_episode_file_names_the_line(tmp_path):
+    run = write_run(tmp_path / "run", n_tasks=1, failed=False, without_trees=False)
+    with open(run / "episodes.jsonl", "a") as fh:
+        fh.write("{not json\n")
+    with pytest.raises(ValueError, match=r"episodes.jsonl:2"):
+        build_datasets(DataConfig(runs=[str(run)]))
+
+
+def test_clew_data_command(tmp_path, capsys):
+    run = write_run(tmp_path / "run", n_tasks=2)
+    out = tmp_path / "data"
+    assert main(["data", "--out", str(out), str(run), "el_max_actions=3"]) == 0
+    text = capsys.readouterr().out
+    assert "EL from 0" in text and "too long" in text
+    assert load_chat_dataset(out / "il_all").num_rows == 3
+    assert main(["data", "--out", str(out), str(run), "sample_mode=bogus"]) == 2
+    assert "sample_mode" in capsys.readouterr().err
+    assert main(["data", "--out", str(out)]) == 2
+    assert "runs" in capsys.readouterr().err

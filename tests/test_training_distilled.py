@@ -1,0 +1,97 @@
+"""The distilled agent (spec_002 §6.10) against the real runner: its prompts equal the EL
+training chats (Appendix C 8), and backtrack targets follow ``episode.path`` (Appendix C 9)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from training_toys import TreeEnv, raw, worked_example
+
+from clew.agents.distilled import (
+    DistilledAgent, decide, elide, extract_action, parse_backtrack,
+)
+from clew.agents.lm.fake import FakeLM
+from clew.envs import registry
+from clew.eval.agents import build_agent
+from clew.eval.runner import run_episode
+from clew.training.flatten import el_turns, flatten_episode, teacher_force
+
+
+@pytest.fixture(autouse=True)
+def toy_env(monkeypatch):
+    monkeypatch.setitem(registry.ENVS, "toy-tree", "training_toys:TreeEnv")
+
+
+def test_answer_parsing_follows_the_answer_phrase():
+    assert extract_action("I think `A` is bad.\nNext action: ```B```") == "B"
+    assert extract_action("Next action: ```A``` then Next action:\n```\nC\n```") == "C"
+    assert extract_action("no phrase ```A``` and ```B```") == "B"
+    assert extract_action("nothing fenced") is None
+    assert parse_backtrack("backtrack S3") == (True, 3)
+    assert parse_backtrack("Backtrack") == (True, None)
+    assert parse_backtrack("go back") == (False, None)
+    d = decide("Next action: ```backtrack```", [0, 2, 5])
+    assert d.info == {"backtrack": 2} and d.action == "backtrack S2"
+
+
+def test_replayed_el_chat_is_what_the_agent_sees_at_inference():
+    tree, record, task = worked_example()
+    items = flatten_episode(record, {0: tree})
+    chat = teacher_force(TreeEnv(), task, el_turns(items), root=tree.root)
+    script = [m["content"] for m in chat.messages if m["role"] == "assistant"]
+    lm = FakeLM(script)
+    agent = DistilledAgent(lm, max_history_pairs=None)
+    rec = asyncio.run(run_episode(agent, task, max_steps=10))
+    assert rec["actions"] == ["A", "C", "backtrack S0", "B"]
+    assert rec["outcome"]["success"] is True and rec["outcome"]["steps"] == 4
+    # the prompt of the last request is the training chat without its target turn
+    assert lm.calls[-1].messages == chat.messages[:-1]
+    assert lm.calls[-1].sampling.temperature == 0.7 and lm.calls[-1].sampling.n == 1
+
+
+def test_backtrack_off_the_path_is_invalid_and_valid_one_keeps_the_clock():
+    _, _, task = worked_example()
+    task = type(task)(task.env, {**task.params, "goal": "BG"}, id="t")
+    script = ["Next action: ```A```", "Next action: ```C```",
+              "Next action: ```backtrack S5```",       # not on the path: invalid step
+              "Next action: ```backtrack S1```",       # valid: back to <s1>
+              "Next action: ```backtrack```",          # bare: the state before, S0
+              "Next action: ```B```", "Next action: ```G```"]
+    lm = FakeLM(script)
+    rec = asyncio.run(run_episode(DistilledAgent(lm), task, max_steps=10))
+    valid = [s["valid"] for s in rec["steps"]]
+    assert valid == [True, True, False, True, True, True, True]
+    assert rec["outcome"]["success"] is True
+    prompts = [c.messages[-1]["content"] for c in lm.calls]
+    assert prompts[3].startswith("[S2] Your previous action was invalid.")
+    assert prompts[4].startswith("[S1] You returned to an earlier state.\nOBSERVATION:\n<s1>")
+    assert prompts[5].startswith("[S0] You returned to an earlier state.\nOBSERVATION:\n<o0>")
+    # new forward states continue the runner's numbering
+    assert prompts[6].startswith("[S3] OBSERVATION:\n<s2>")
+
+
+def test_history_elision_keeps_first_two_and_last_pairs():
+    msgs = [{"role": "system", "content": "s"}]
+    for i in range(10):
+        msgs += [{"role": "user", "content": f"u{i}"}, {"role": "assistant", "content": f"a{i}"}]
+    msgs.append({"role": "user", "content": "u10"})
+    kept = [m["content"] for m in elide(msgs, 8)]
+    assert kept == ["s", "u0", "a0", "u1", "a1"] + [x for i in range(4, 10)
+                                                    for x in (f"u{i}", f"a{i}")] + ["u10"]
+    assert elide(msgs, None) == msgs
+
+
+def test_registered_as_distilled():
+    agent = build_agent("distilled", model="fake:Next action: ```A```", format="il")
+    assert agent.kind == "learned" and agent.format == "il"
+    with pytest.raises(ValueError, match="format"):
+        build_agent("distilled", model="fake:x", format="xx")
+
+
+def test_il_format_has_no_backtrack_or_assessment():
+    _, _, task = worked_example()
+    lm = FakeLM([raw("B")])
+    asyncio.run(run_episode(DistilledAgent(lm, format="il"), task, max_steps=3))
+    system = lm.calls[0].messages[0]["content"]
+    assert "backtrack" not in system and "Assessment" not in system

@@ -1,0 +1,283 @@
+"""Run directories to EL / IL training datasets (spec_002 §6.2, §6.8; DESIGN §3).
+
+``build_datasets(DataConfig)`` reads one or more run directories (``runs/NAME/episodes.jsonl``
+and ``runs/NAME/trees/<episode key>/<step>.json.gz``), selects episodes, exports each with
+:func:`clew.training.flatten.export_episode`, and returns Hugging Face ``datasets.Dataset``
+objects with a ``messages`` column in chat format plus metadata columns:
+
+* ``el``: Exploratory Learning samples;
+* ``il_all``: Imitation Learning samples of every selected episode (the paper's IL);
+* ``il_matched``: IL samples of exactly the episodes that gave EL data (the code's IL), so EL
+  and IL can be compared on equal task sets (§6.2).
+
+Every assistant message carries ``weight`` (0 or 1, the OpenAI fine-tuning convention); other
+messages have ``weight`` null. Metadata columns: ``task_id``, ``env``, ``source_run``,
+``episode``, ``agent``, ``kind`` (el | il), ``subset``, ``turn_index``, ``n_backtracks``,
+``selected_by``.
+
+Decisions: ``select_by="gt"`` (D21) reads ``outcome.success`` (or ``outcome.grade >= 1`` where
+success is undefined); ``"est"`` reads ``outcome.success_est``. No subsampling by default
+(``el_subsample: null``). Episodes that cannot be exported are skipped and counted by reason in
+the report, never silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from clew.envs.base import Task
+from clew.envs.registry import make_for
+from clew.search.tree import Tree, load_tree
+from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
+
+SUBSETS = ("el", "il_all", "il_matched")
+EXPORT_FORMATS = ("chat", "prompt_completion", "context_response")
+
+
+class DataConfig(BaseModel):
+    """What ``clew data`` builds (the ``el`` block of spec_002 Appendix A, plus I/O)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runs: list[str] = Field(..., min_length=1, description="run directories to read")
+    out: str | None = Field(None, description="output folder (datasets + JSONL + report)")
+    select_by: Literal["gt", "est"] = "gt"
+    success_only: bool = True
+    el_max_actions: int | None = Field(20, ge=1)
+    il_max_actions: int | None = Field(None, ge=1)
+    assessment_value: Literal["both", "text", "number"] = "both"
+    sample_mode: Literal["prefix_last", "full"] = "prefix_last"
+    elide_keep_first_pairs: int = Field(2, ge=0)
+    elide_keep_last_pairs: int = Field(6, ge=1)
+    strict_replay: bool = False
+    env_options: dict[str, Any] = Field(default_factory=dict)
+    subsets: list[Literal["el", "il_all", "il_matched"]] = Field(
+        default_factory=lambda: list(SUBSETS))
+    formats: list[Literal["chat", "prompt_completion", "context_response"]] = Field(
+        default_factory=lambda: ["chat"])
+
+    def export_options(self) -> ExportOptions:
+        return ExportOptions(
+            el_max_actions=self.el_max_actions, assessment_value=self.assessment_value,
+            sample_mode=self.sample_mode, elide_keep_first_pairs=self.elide_keep_first_pairs,
+            elide_keep_last_pairs=self.elide_keep_last_pairs, strict_replay=self.strict_replay)
+
+    def digest(self) -> str:
+        blob = json.dumps(self.model_dump(exclude={"out"}), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+# --- reading runs -------------------------------------------------------------------------------
+def read_episodes(run: str | Path) -> list[dict[str, Any]]:
+    """The finished episodes of a run directory; a bad line is an error naming file and line."""
+    path = Path(run) / "episodes.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{run} is not a run directory (no episodes.jsonl)")
+    out = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
+        for key in ("key", "task", "actions"):
+            if key not in rec:
+                raise ValueError(f"{path}:{i}: episode record has no {key!r}")
+        out.append(rec)
+    return out
+
+
+def tree_dir(run: str | Path, key: str) -> Path:
+    """Where the runner writes an episode's trees (eval/rundir.py: '/' becomes '_')."""
+    return Path(run) / "trees" / key.replace("/", "_")
+
+
+def read_trees(run: str | Path, key: str) -> dict[int, Tree]:
+    """The trees of one episode by real step index (``<step>.json.gz``)."""
+    folder = tree_dir(run, key)
+    trees: dict[int, Tree] = {}
+    if not folder.is_dir():
+        return trees
+    for file in folder.iterdir():
+        m = re.fullmatch(r"(?:step_)?(\d+)\.json(?:\.gz)?", file.name)
+        if m:
+            trees[int(m.group(1))] = load_tree(file)
+    return trees
+
+
+def is_selected(record: dict[str, Any], select_by: str = "gt") -> bool:
+    """Successful episode by ground truth (gt) or by the agent's own estimate (est), §6.2."""
+    outcome = record.get("outcome") or {}
+    if select_by == "est":
+        if "success_est" not in outcome:
+            raise ValueError(f"episode {record.get('key')!r}: select_by=est needs "
+                             f"outcome.success_est, which this run does not record")
+        return bool(outcome["success_est"])
+    if outcome.get("success") is not None:
+        return bool(outcome["success"])
+    return float(outcome.get("grade") or 0.0) >= 1.0
+
+
+# --- building -----------------------------------------------------------------------------------
+def _rows(samples: list[Sample], record: dict[str, Any], run: str, kind: str, subset: str,
+          cfg: DataConfig) -> list[dict[str, Any]]:
+    task = record["task"]
+    rows = []
+    for s in samples:
+        rows.append({
+            "messages": [{"role": m["role"], "content": m["content"],
+                          "weight": m.get("weight")} for m in s.messages],
+            "task_id": str(task.get("id", "")), "env": str(task.get("env", "")),
+            "source_run": run, "episode": str(record["key"]),
+            "agent": str(record.get("agent", "")), "kind": kind, "subset": subset,
+            "turn_index": s.turn_index, "n_backtracks": s.n_backtracks,
+            "selected_by": cfg.select_by,
+        })
+    return rows
+
+
+def features():
+    from datasets import Features, List, Value
+
+    message = {"role": Value("string"), "content": Value("string"), "weight": Value("int64")}
+    return Features({
+        "messages": List(message), "task_id": Value("string"), "env": Value("string"),
+        "source_run": Value("string"), "episode": Value("string"), "agent": Value("string"),
+        "kind": Value("string"), "subset": Value("string"), "turn_index": Value("int64"),
+        "n_backtracks": Value("int64"), "selected_by": Value("string"),
+    })
+
+
+def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, Any], dict]:
+    """Datasets by subset name, and the export report (counts, skip reasons)."""
+    from datasets import Dataset
+
+    rows: dict[str, list[dict[str, Any]]] = {s: [] for s in SUBSETS}
+    report: dict[str, Any] = {"config_hash": cfg.digest(), "episodes": 0, "selected": 0,
+                              "el_episodes": 0, "il_episodes": 0,
+                              "el_skipped": Counter(), "il_skipped": Counter(),
+                              "counts": Counter(), "el_actions": []}
+    options = cfg.export_options()
+    for run in cfg.runs:
+        episodes = read_episodes(run)
+        for record in _progress(episodes, progress, run):
+            report["episodes"] += 1
+            if cfg.success_only and not is_selected(record, cfg.select_by):
+                continue
+            report["selected"] += 1
+            task = Task.from_dict(record["task"])
+            out: EpisodeExport = export_episode(
+                record, read_trees(run, record["key"]),
+                lambda: make_for(task, **cfg.env_options), options=options)
+            if cfg.il_max_actions is not None and len(record["actions"]) > cfg.il_max_actions:
+                out.il, out.il_skipped = [], f"too long (> {cfg.il_max_actions} actions)"
+            report["counts"].update(out.counts)
+            if out.el_actions is not None:
+                report["el_actions"].append(out.el_actions)
+            if out.il_skipped:
+                report["il_skipped"][_reason(out.il_skipped)] += 1
+            else:
+                report["il_episodes"] += 1
+                rows["il_all"] += _rows(out.il, record, str(run), "il", "il_all", cfg)
+            if out.el_skipped:
+                report["el_skipped"][_reason(out.el_skipped)] += 1
+                continue
+            report["el_episodes"] += 1
+            rows["el"] += _rows(out.el, record, str(run), "el", "el", cfg)
+            if not out.il_skipped:
+                rows["il_matched"] += _rows(out.il, record, str(run), "il", "il_matched", cfg)
+    feats = features()
+    datasets = {name: Dataset.from_list(rows[name], features=feats) if rows[name] else
+                Dataset.from_dict({k: [] for k in feats}, features=feats)  # keeps the schema
+                for name in cfg.subsets}
+    report["samples"] = {name: len(ds) for name, ds in datasets.items()}
+    for key in ("el_skipped", "il_skipped", "counts"):
+        report[key] = dict(report[key])
+    return datasets, report
+
+
+def _reason(text: str) -> str:
+    """Group skip reasons: drop step numbers and quoted values."""
+    return re.sub(r"'[^']*'|\d+", "#", text)
+
+
+def _progress(items, enabled: bool, name: str):
+    if not enabled:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=f"export {Path(name).name}", unit="ep", leave=False)
+
+
+# --- writing and reading ------------------------------------------------------------------------
+def to_export(row: dict[str, Any], fmt: str) -> dict[str, Any]:
+    """One JSONL line. ``chat``: spec_002 §6.8 (messages with weights on assistant turns, meta);
+    ``prompt_completion``: TRL's conversational prompt/completion pair (last turn the target);
+    ``context_response``: the authors' released shape (context, response, metadata)."""
+    msgs = [{k: v for k, v in m.items() if v is not None} for m in row["messages"]]
+    meta = {k: v for k, v in row.items() if k != "messages"}
+    if fmt == "chat":
+        return {"messages": msgs, "meta": meta}
+    context = [{"role": m["role"], "content": m["content"]} for m in msgs[:-1]]
+    if fmt == "prompt_completion":
+        return {"prompt": context, "completion": [{"role": "assistant",
+                                                   "content": msgs[-1]["content"]}], **meta}
+    if fmt == "context_response":
+        return {"context": context, "response": msgs[-1]["content"], "metadata": meta}
+    raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(EXPORT_FORMATS)}")
+
+
+def save_datasets(datasets: dict[str, Any], report: dict[str, Any], out: str | Path,
+                  formats: list[str] = ("chat",)) -> Path:
+    """``out/NAME/`` (``save_to_disk``), ``out/NAME.jsonl`` (and ``NAME.<fmt>.jsonl`` for the
+    other formats), ``out/export_report.json``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, ds in datasets.items():
+        ds.save_to_disk(str(out / name))
+        for fmt in formats:
+            file = out / (f"{name}.jsonl" if fmt == "chat" else f"{name}.{fmt}.jsonl")
+            tmp = file.with_suffix(".tmp")
+            with open(tmp, "w", encoding="utf-8") as fh:
+                for row in ds:
+                    fh.write(json.dumps(to_export(row, fmt), ensure_ascii=False) + "\n")
+            tmp.replace(file)
+    (out / "export_report.json").write_text(json.dumps(report, indent=1))
+    return out
+
+
+def load_chat_dataset(path: str | Path):
+    """A chat dataset from a ``save_to_disk`` folder or a JSONL file of ``{"messages": ...}``
+    lines (the ``chat`` export, or any OpenAI-style fine-tuning file)."""
+    from datasets import Dataset, load_from_disk
+
+    path = Path(path)
+    if path.is_dir():
+        ds = load_from_disk(str(path))
+    elif path.suffix == ".jsonl" and path.exists():
+        rows = []
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
+                raise ValueError(f"{path}:{i}: a line needs a 'messages' list")
+            rows.append({"messages": [{"role": m.get("role"), "content": m.get("content"),
+                                       "weight": m.get("weight")} for m in obj["messages"]]})
+        ds = Dataset.from_list(rows)
+    else:
+        raise FileNotFoundError(f"dataset {path}: neither a saved dataset folder nor a .jsonl file")
+    if "messages" not in ds.column_names:
+        raise ValueError(f"dataset {path} has no 'messages' column (columns: {ds.column_names})")
+    return ds

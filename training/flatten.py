@@ -1,0 +1,540 @@
+"""Search trees to Exploratory Learning (EL) and Imitation Learning (IL) chats (spec_002 §6).
+
+The pipeline for one recorded episode (§6.9):
+
+1. :func:`select_traversals` keeps each step's logged traversals up to the first one that reaches
+   the executed action, without consecutive duplicates (§6.3);
+2. :func:`flatten_step` replays them as a walk through the tree: observations, actions, and a
+   ``Back`` item wherever the next traversal leaves the current branch (§6.4);
+3. :func:`flatten_episode` joins the steps, keeping one copy of each boundary state, and drops the
+   final observation (§6.5); it checks the trees against the executed trajectory;
+4. :func:`el_turns` renders one assistant turn per action: the assessment of the state the turn
+   is issued from, then the action's completion (§6.7); :func:`il_turns` takes the executed
+   completions only (§6.6);
+5. :func:`teacher_force` replays the turns in a fresh env with the distilled agent's own format
+   and decisions (:mod:`clew.agents.distilled`), producing the user turns exactly as at
+   inference and the validity of every target (§6.8, §6.9);
+6. :func:`make_samples` cuts the chat into training samples with per-turn weights (§6.8).
+
+Decisions (spec [D] items and our own):
+
+* Traversal order is the one logged at search time; the target is found by edge identity (§6.3).
+* State ids follow the runner (eval/runner.py, ``episode.path``): every valid forward step gets
+  the next id, a backtrack returns to the id on the current path. This equals §6.5's "order of
+  first appearance" whenever no node is entered twice by a forward move; when the search walks
+  down an earlier branch again, the state gets a new id, as it would at inference.
+* ``assessment_pick="closest"``, ``assessment_value="both"`` (D12): rationale text plus the value
+  on the unit scale with two decimals; a signed value v is shown as (v + 1) / 2. A state with no
+  written rationale (heuristic value functions) gets the number only.
+* An edge with no raw completion (heuristic policy) gets the answer line alone,
+  ``Next action: ```a````; the same holds for IL steps with no ``raw``.
+* For envs whose ``flags.supports_backtrack`` is False no Back items are made: the new actions of
+  each kept traversal follow each other as real actions (§6.10).
+* Replay mismatches (a replayed observation differing from the logged one) are counted, not
+  fatal, because D23 renders clocks from the replayed step count; ``strict`` makes them fatal.
+* Targets that mention reflections are dropped and counted (D22, no rephrasing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from clew.agents.distilled import (
+    BACKTRACK_TURN, answer, decide, first_user, forward_user, invalid_user, returned_user,
+    system_prompt,
+)
+from clew.envs.base import Env, Task
+from clew.search.tree import Edge, Node, Tree
+
+UNIT_LETTERS = {"A": 1.0, "B": 0.9, "C": 0.5, "D": 0.2, "E": 0.0}
+SIGNED_LETTERS = {"A": 1.0, "B": 0.7, "C": 0.5, "D": -0.2, "E": -1.0}
+
+
+class FlattenError(ValueError):
+    """An episode that cannot be turned into EL data; the message says why (and is counted)."""
+
+
+# --- items of a flattened trajectory ------------------------------------------------------------
+@dataclass(eq=False)
+class Obs:
+    """A state: ``node`` of the tree of step ``step`` (the previous tree's node at a boundary)."""
+
+    node: Node
+    step: int
+    returned: bool = False
+    scale: str = "unit"
+
+
+@dataclass(eq=False)
+class Act:
+    edge: Edge
+    step: int
+
+
+@dataclass(eq=False)
+class Back:
+    target: Node
+    n: int
+    step: int
+
+
+Item = Obs | Act | Back
+
+
+def _ends(edge: Edge) -> bool:
+    """A STOP or NONE edge leaves no state behind: it is never backed out of (§6.4)."""
+    return edge.is_stop or edge.is_none
+
+
+def select_traversals(tree: Tree) -> list[list[int]]:
+    """Traversals up to and including the first that reaches the executed action (§6.3).
+
+    With one decision edge e* (a root edge) that is the first traversal ending in e*; with a
+    committed path (§1.8) the first traversal equal to the path. Consecutive duplicates go.
+    """
+    target = list(tree.decision_edges)
+    if not target:
+        raise FlattenError("the tree records no executed edge (decision.edges is empty)")
+    kept: list[list[int]] = []
+    for trav in tree.traversals:
+        kept.append(list(trav))
+        reached = trav[-1:] == target if len(target) == 1 else list(trav) == target
+        if reached:
+            break
+    else:
+        raise FlattenError(f"no logged traversal reaches the executed edge(s) {target}")
+    out: list[list[int]] = []
+    for trav in kept:
+        if trav and (not out or trav != out[-1]):
+            out.append(trav)
+    return out
+
+
+def flatten_step(tree: Tree, travs: list[list[int]], *, step: int = 0, backtrack: bool = True,
+                 root: Node | None = None, scale: str = "unit") -> list[Item]:
+    """Walk the kept traversals of one tree (§6.4). ``root`` stands for the tree's root node
+    (the previous step's final state at a step boundary)."""
+    root_as = root if root is not None else tree.root
+
+    def state(node: Node) -> Node:
+        return root_as if node is tree.root else node
+
+    seq: list[Item] = [Obs(root_as, step, scale=scale)]
+    cur: list[Edge] = []
+    for ids in travs:
+        trav = [tree.edge(i) for i in ids]
+        if cur and _ends(cur[-1]):
+            seq.pop()  # the Act(stop/none) item
+            cur = cur[:-1]
+        j = 0
+        while j < min(len(cur), len(trav) - 1) and cur[j] is trav[j]:
+            j += 1
+        undo = len(cur) - j
+        if undo > 0 and backtrack:
+            target = state(cur[j - 1].child) if j else root_as
+            seq += [Back(target, undo, step), Obs(target, step, returned=True, scale=scale)]
+            cur = cur[:j]
+        elif undo > 0:  # no backtrack in this env: the new actions simply follow (§6.10)
+            cur = cur[:j]
+        for edge in trav[j:]:
+            seq.append(Act(edge, step))
+            if not _ends(edge):
+                seq.append(Obs(edge.child, step, scale=scale))
+            cur.append(edge)
+    return seq
+
+
+def flatten_episode(record: dict[str, Any], trees: dict[int, Tree], *,
+                    backtrack: bool = True) -> list[Item]:
+    """Merge the flattened steps of one episode (§6.5) and check them against the record.
+
+    ``trees`` maps the real step index t to the tree searched at step t; a committed path of k
+    actions covers steps t..t+k-1. Every executed step must be covered, each tree's executed
+    actions must be the recorded ones, and each simulated state that became real must show the
+    recorded observation.
+    """
+    actions = list(record.get("actions") or [])
+    steps = list(record.get("steps") or [])
+    if not actions:
+        raise FlattenError("the episode has no executed action")
+    merged: list[Item] = []
+    t = 0
+    prev_final: Node | None = None
+    while t < len(actions):
+        tree = trees.get(t)
+        if tree is None:
+            raise FlattenError(f"step {t} has no search tree")
+        path = [tree.edge(i) for i in tree.decision_edges]
+        if not path:
+            raise FlattenError(f"step {t}: the tree records no executed edge")
+        for i, edge in enumerate(path):
+            if t + i >= len(actions):
+                raise FlattenError(f"step {t}: the tree's path is longer than the episode")
+            if edge.action != actions[t + i]:
+                raise FlattenError(f"step {t + i}: executed {actions[t + i]!r} but the tree's "
+                                   f"edge is {edge.action!r}")
+            if (edge.child is not None and edge.child.obs is not None and t + i < len(steps)
+                    and not _ends(edge) and steps[t + i].get("valid", True)
+                    and edge.child.obs != steps[t + i].get("obs")):
+                raise FlattenError(f"step {t + i}: the simulated observation differs from the "
+                                   f"real one (nondeterministic env?)")
+        scale = str(tree.meta.get("value_scale", "unit"))
+        seq = flatten_step(tree, select_traversals(tree), step=t, backtrack=backtrack,
+                           root=prev_final, scale=scale)
+        merged = seq if not merged else merged + seq[1:]
+        last = path[-1]
+        prev_final = last.child
+        t += len(path)
+        if _ends(last) and t < len(actions):
+            raise FlattenError(f"step {t - 1}: a STOP/NONE was executed before the episode end")
+    if isinstance(merged[-1], Obs):
+        merged.pop()
+    return merged
+
+
+def count_actions(items: list[Item]) -> int:
+    """Assistant turns of a flattened trajectory: forward and backtrack actions (§6.6)."""
+    return sum(isinstance(x, (Act, Back)) for x in items)
+
+
+def state_ids(items: list[Item]) -> list[int | None]:
+    """Runner-style state id of each Obs item (None for the others), assuming every forward
+    action is valid: the ids a replay gives in a deterministic env (see the module docstring)."""
+    out: list[int | None] = []
+    path: list[tuple[Node, int]] = []
+    next_id = 0
+    for item in items:
+        if isinstance(item, Obs):
+            if item.returned:
+                sid = _sid_on_path(path, item.node)
+                del path[[s for _, s in path].index(sid) + 1:]
+            else:
+                sid, next_id = next_id, next_id + 1
+                path.append((item.node, sid))
+            out.append(sid)
+        else:
+            out.append(None)
+    return out
+
+
+def _sid_on_path(path: list[tuple[Node, int]], node: Node) -> int:
+    for n, sid in reversed(path):
+        if n is node:
+            return sid
+    raise FlattenError("a backtrack target is not on the current path")
+
+
+# --- turn text (§6.7) ---------------------------------------------------------------------------
+def _rationale(text: str) -> str:
+    """The judge's "Thoughts:" line, else the text without its STATUS CODE line."""
+    for line in text.splitlines():
+        s = line.strip()
+        if s.lower().startswith("thoughts:"):
+            return s[len("thoughts:"):].strip()
+    kept = [ln.strip() for ln in text.splitlines()
+            if ln.strip() and not ln.strip().upper().startswith("STATUS CODE")]
+    return " ".join(kept)
+
+
+def _samples(record: dict[str, Any] | None) -> list[tuple[str | None, str]]:
+    out = []
+    for s in (record or {}).get("samples") or []:
+        if isinstance(s, dict):
+            out.append((s.get("letter"), str(s.get("text", ""))))
+        elif isinstance(s, (list, tuple)) and len(s) == 2:
+            out.append((s[0], str(s[1] or "")))
+    return out
+
+
+def pick_rationale(node: Node, scale: str = "unit") -> str:
+    """``assessment_pick="closest"``: the rationale whose letter value is nearest the node's
+    value, first on ties; "" when the record holds none."""
+    letters = SIGNED_LETTERS if scale == "signed" else UNIT_LETTERS
+    best, best_gap = "", None
+    for letter, text in _samples(node.value_record):
+        if letter not in letters or node.value is None:
+            continue
+        gap = abs(letters[letter] - node.value)
+        if best_gap is None or gap < best_gap:
+            why = _rationale(text)
+            if why:
+                best, best_gap = why, gap
+    return best
+
+
+def assessment(obs: Obs, mode: str = "both") -> str | None:
+    """The "Assessment:" line for the state ``obs`` (None when it has no evaluation)."""
+    node = obs.node
+    if node.value is None:
+        return None
+    v = (node.value + 1) / 2 if obs.scale == "signed" else node.value
+    why = pick_rationale(node, obs.scale) if mode in ("both", "text") else ""
+    number = f"(progress estimate: {v:.2f})"
+    if mode == "text":
+        return f"Assessment: {why}" if why else f"Assessment: {number}"
+    if mode == "number" or not why:
+        return f"Assessment: {number}"
+    return f"Assessment: {why} {number}"
+
+
+def completion_text(raw: str | None, action: str | None) -> str:
+    """The sampled completion, or the bare answer line when none was recorded."""
+    if raw and raw.strip():
+        return raw
+    return answer(action if action is not None else "none")
+
+
+@dataclass
+class Turn:
+    """One assistant turn to replay. ``back`` turns get their target id at replay time."""
+
+    kind: Literal["act", "back"]
+    prefix: str | None = None          # the assessment line
+    body: str = ""                     # the completion (act) or the backtrack sentence (back)
+    edge: Edge | None = None           # act: the edge taken
+    target: Node | None = None         # back: the state returned to
+    text: str = ""                     # final text (filled for act turns and by teacher_force)
+
+    def render(self, target_sid: int | None = None) -> str:
+        if self.kind == "back":
+            body = f"{self.body}\n\n{answer(f'backtrack S{target_sid}')}"
+        else:
+            body = self.body
+        return f"{self.prefix}\n\n{body}" if self.prefix else body
+
+
+def el_turns(items: list[Item], assessment_value: str = "both") -> list[Turn]:
+    """One turn per Act/Back item, issued from the state of the preceding Obs (§6.7)."""
+    turns: list[Turn] = []
+    current: Obs | None = None
+    for item in items:
+        if isinstance(item, Obs):
+            current = item
+            continue
+        prefix = assessment(current, assessment_value) if current is not None else None
+        if isinstance(item, Act):
+            turn = Turn("act", prefix, completion_text(item.edge.raw, item.edge.action),
+                        edge=item.edge)
+            turn.text = turn.render()
+        else:
+            turn = Turn("back", prefix, BACKTRACK_TURN, target=item.target)
+        turns.append(turn)
+    return turns
+
+
+def il_turns(record: dict[str, Any]) -> list[Turn]:
+    """The executed completions, in order, as sampled (§6.6)."""
+    turns = []
+    for step in record.get("steps") or []:
+        turn = Turn("act", None, completion_text(step.get("raw"), step.get("action")))
+        turn.text = turn.render()
+        turns.append(turn)
+    return turns
+
+
+# --- teacher forcing (§6.9) ---------------------------------------------------------------------
+class ReplayError(FlattenError):
+    """The turns cannot be replayed in the env (the env ended early, a bad backtrack, ...)."""
+
+
+@dataclass
+class Chat:
+    """A replayed chat: messages (system, user, assistant, ...) and per-assistant-turn facts."""
+
+    messages: list[dict[str, Any]]
+    valid: list[bool] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    state_ids: list[int] = field(default_factory=list)   # state each turn is issued from
+    mismatches: int = 0
+    first_mismatch: str | None = None
+
+
+def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
+                  root: Node | None = None, strict: bool = False) -> Chat:
+    """Replay ``turns`` in ``env`` as the runner would run the distilled agent (§6.9, §6.10).
+
+    Each assistant text goes through :func:`clew.agents.distilled.decide`, exactly as the agent's
+    completions do; forward actions are stepped, backtracks restore the snapshot of the target
+    state with ``keep_clock=True`` and cost one step. The chat ends with the last assistant turn.
+    ``root`` is the tree node of the initial state (state S0), the target of backtracks to it.
+    """
+    first = env.reset(task)
+    chat = Chat([{"role": "system", "content": system_prompt(env, fmt)},
+                 {"role": "user", "content": first_user(env, 0, first.text)}])
+    path = [0]
+    snaps = {0: env.snapshot()} if env.flags.supports_backtrack else {}
+    sid_of: dict[int, int] = {} if root is None else {id(root): 0}  # id(node) -> state id
+    next_id = 1
+    for i, turn in enumerate(turns):
+        if turn.kind == "back":
+            k = sid_of.get(id(turn.target))
+            if k is None:
+                raise ReplayError(f"turn {i}: the backtrack target was never reached")
+            turn.text = turn.render(k)
+        chat.state_ids.append(path[-1])
+        chat.messages.append({"role": "assistant", "content": turn.text})
+        chat.kinds.append(turn.kind)
+        decision = decide(turn.text, path)
+        if "backtrack" in decision.info:
+            k = decision.info["backtrack"]
+            if not env.flags.supports_backtrack or k is None or k not in path[:-1]:
+                raise ReplayError(f"turn {i}: cannot backtrack to S{k} from path "
+                                  f"{['S%d' % s for s in path]}")
+            env.restore(snaps[k], keep_clock=True)
+            env.set_clock(env.clock() + 1)
+            del path[path.index(k) + 1:]
+            chat.valid.append(True)
+            user = returned_user(k, env.observation().text)
+        else:
+            ok = env.parse_action(decision.action) is not None
+            step = env.step(decision.action)
+            ok = ok and step.valid
+            chat.valid.append(ok)
+            if step.valid:
+                sid, next_id = next_id, next_id + 1
+                path.append(sid)
+                if env.flags.supports_backtrack:
+                    snaps[sid] = env.snapshot()
+                user = forward_user(sid, step.obs.text, env.canonical(decision.action))
+            else:
+                user = invalid_user(path[-1], step.obs.text, decision.action)
+            if turn.edge is not None and turn.edge.child is not None:
+                sid_of[id(turn.edge.child)] = path[-1]
+                expected = turn.edge.child.obs
+                if expected is not None and not _ends(turn.edge) and expected != step.obs.text:
+                    chat.mismatches += 1
+                    if chat.first_mismatch is None:
+                        chat.first_mismatch = (f"turn {i}: replayed {step.obs.text!r}, "
+                                               f"logged {expected!r}")
+                    if strict:
+                        raise ReplayError(f"replay differs from the log: {chat.first_mismatch}")
+            if env.done and i < len(turns) - 1:
+                raise ReplayError(f"the env ended the episode after turn {i} of {len(turns)} "
+                                  f"(its own step budget? lift it with env_options)")
+        if i < len(turns) - 1:
+            chat.messages.append({"role": "user", "content": user})
+    return chat
+
+
+# --- samples (§6.8) -----------------------------------------------------------------------------
+def _elide_pairs(messages: list[dict[str, Any]], keep_first: int, keep_last: int):
+    head = [m for m in messages[:1] if m["role"] == "system"]
+    body = messages[len(head):]
+    pairs = [body[i:i + 2] for i in range(0, len(body), 2)]
+    if len(pairs) <= keep_first + keep_last:
+        return list(messages)
+    kept = pairs[:keep_first] + pairs[len(pairs) - keep_last:]
+    return head + [m for p in kept for m in p]
+
+
+def mentions_reflections(text: str) -> bool:
+    return "reflection" in text.lower()
+
+
+@dataclass
+class Sample:
+    messages: list[dict[str, Any]]
+    turn_index: int
+    n_backtracks: int
+
+
+def make_samples(chat: Chat, mode: str = "prefix_last", keep_first: int = 2,
+                 keep_last: int = 6, drop_reflection_mentions: bool = True
+                 ) -> tuple[list[Sample], dict[str, int]]:
+    """Training samples of one chat, and counts of dropped targets (§6.8).
+
+    ``prefix_last``: one sample per valid assistant turn, the prefix ending there, weight 1 on
+    that turn only, first ``keep_first`` and last ``keep_last`` (user, assistant) pairs kept.
+    ``full``: one sample, weight 1 on every valid turn, no elision.
+    """
+    dropped = {"invalid_target": 0, "mentions_reflections": 0}
+    assistant_at = [i for i, m in enumerate(chat.messages) if m["role"] == "assistant"]
+    usable = []
+    for k, at in enumerate(assistant_at):
+        if not chat.valid[k]:
+            dropped["invalid_target"] += 1
+        elif drop_reflection_mentions and mentions_reflections(chat.messages[at]["content"]):
+            dropped["mentions_reflections"] += 1
+        else:
+            usable.append(k)
+    samples = []
+    if mode == "full":
+        if usable:
+            msgs = [dict(m) for m in chat.messages]
+            for k, at in enumerate(assistant_at):
+                msgs[at]["weight"] = 1 if k in usable else 0
+            samples.append(Sample(msgs, len(assistant_at) - 1, chat.kinds.count("back")))
+        return samples, dropped
+    if mode != "prefix_last":
+        raise ValueError(f"sample_mode must be 'prefix_last' or 'full', got {mode!r}")
+    for k in usable:
+        msgs = [dict(m) for m in chat.messages[:assistant_at[k] + 1]]
+        for j, at in enumerate(assistant_at[:k + 1]):
+            msgs[at]["weight"] = 1 if j == k else 0
+        samples.append(Sample(_elide_pairs(msgs, keep_first, keep_last), k,
+                              chat.kinds[:k + 1].count("back")))
+    return samples, dropped
+
+
+# --- one episode (§6.9) -------------------------------------------------------------------------
+@dataclass
+class ExportOptions:
+    """The ``el`` block of spec_002 Appendix A that concerns one episode."""
+
+    el_max_actions: int | None = 20
+    assessment_value: Literal["both", "text", "number"] = "both"
+    sample_mode: Literal["prefix_last", "full"] = "prefix_last"
+    elide_keep_first_pairs: int = 2
+    elide_keep_last_pairs: int = 6
+    strict_replay: bool = False
+
+
+@dataclass
+class EpisodeExport:
+    el: list[Sample] = field(default_factory=list)
+    il: list[Sample] = field(default_factory=list)
+    el_actions: int | None = None        # assistant turns of the flattened EL trajectory
+    el_skipped: str | None = None        # why there is no EL data for this episode
+    il_skipped: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _add(counts: dict[str, int], more: dict[str, int], prefix: str) -> None:
+    for k, v in more.items():
+        counts[f"{prefix}_{k}"] = counts.get(f"{prefix}_{k}", 0) + v
+
+
+def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
+                   options: ExportOptions | None = None) -> EpisodeExport:
+    """EL and IL samples of one (already selected) episode. ``make_env()`` gives a fresh env of
+    the episode's family; the task comes from ``record["task"]``."""
+    opt = options or ExportOptions()
+    task = Task.from_dict(record["task"])
+    out = EpisodeExport()
+    cut = dict(mode=opt.sample_mode, keep_first=opt.elide_keep_first_pairs,
+               keep_last=opt.elide_keep_last_pairs)
+    env = make_env()
+    if not trees:
+        out.el_skipped = "no search trees"
+    else:
+        try:
+            items = flatten_episode(record, trees, backtrack=env.flags.supports_backtrack)
+            out.el_actions = count_actions(items)
+            if opt.el_max_actions is not None and out.el_actions > opt.el_max_actions:
+                out.el_skipped = f"too long ({out.el_actions} > {opt.el_max_actions} actions)"
+            else:
+                chat = teacher_force(env, task, el_turns(items, opt.assessment_value), "el",
+                                     root=items[0].node, strict=opt.strict_replay)
+                out.counts["el_replay_mismatches"] = chat.mismatches
+                out.el, dropped = make_samples(chat, **cut)
+                _add(out.counts, dropped, "el")
+        except FlattenError as exc:
+            out.el_skipped = str(exc)
+    try:
+        chat = teacher_force(make_env(), task, il_turns(record), "il", strict=opt.strict_replay)
+        out.il, dropped = make_samples(chat, **cut)
+        _add(out.counts, dropped, "il")
+    except FlattenError as exc:
+        out.il_skipped = str(exc)
+    return out

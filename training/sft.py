@@ -1,0 +1,240 @@
+"""Supervised fine-tuning on EL / IL chats: TRL ``SFTTrainer`` with PEFT LoRA or full weights.
+
+DESIGN §4 (``clew train``), spec_002 §6.1 ("both are supervised fine-tuning on multi-turn
+chats"), §6.8 (per-turn weights).
+
+* Data: a chat dataset (``clew data`` output folder or a JSONL of ``{"messages": [...]}``).
+  Per-turn weights become TRL's masks: each row is split into a conversational ``prompt`` (every
+  message before the first weighted assistant turn) and ``completion`` (the rest), and the loss
+  runs on assistant tokens of the completion only (``completion_only_loss`` and
+  ``assistant_only_loss``, which needs ``{% generation %}`` markers in the chat template; TRL
+  patches the templates of the common model families itself). A weight-0 assistant turn after a
+  weighted one cannot be expressed this way and is an error naming the row.
+* Runs under ``accelerate launch`` unchanged (the Trainer picks up DDP / FSDP / DeepSpeed);
+  on a machine without CUDA it trains on CPU (``use_cpu``, fp32).
+* Output: the adapter (LoRA) or the full model, with the tokenizer, in ``output_dir``;
+  ``clew_train.json`` records the config, the base model and the loss curve; checkpoints go to
+  ``output_dir/checkpoint-*`` every ``save_steps``. ``merge: true`` also writes a merged model
+  to ``output_dir/merged`` (:mod:`clew.training.merge`) that vLLM serves directly.
+
+Decisions: the config is a pydantic model (like the eval config) so a bad field is named in the
+error; ``model: tiny:PATH`` builds the tiny local model of :mod:`clew.agents.lm.tiny` first
+(demo and CPU tests, no download); defaults follow common LoRA SFT practice (r 16, alpha 32,
+all linear layers, lr 2e-4, cosine schedule).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from clew.training.datasets import load_chat_dataset
+
+
+class LoraSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    r: int = Field(16, ge=1)
+    alpha: int = Field(32, ge=1)
+    dropout: float = Field(0.05, ge=0.0, lt=1.0)
+    target_modules: str | list[str] = "all-linear"
+
+
+class TrainConfig(BaseModel):
+    """What ``clew train`` runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(..., description="base model: PATH, hub id, hf:PATH, or tiny:PATH")
+    data: str = Field(..., description="dataset folder (clew data output) or .jsonl file")
+    output_dir: str
+    method: Literal["lora", "full"] = "lora"
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    max_length: int | None = Field(2048, ge=16)
+    truncation_mode: Literal["keep_end", "keep_start"] = Field(
+        "keep_end", description="keep_end keeps the target turn of a long prefix sample")
+    epochs: float = Field(3.0, gt=0)
+    max_steps: int = Field(-1, description="overrides epochs when > 0")
+    batch_size: int = Field(1, ge=1, description="per device")
+    grad_accum: int = Field(8, ge=1)
+    learning_rate: float = Field(2e-4, gt=0)
+    lr_scheduler: str = "cosine"
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    gradient_checkpointing: bool = False
+    assistant_only_loss: bool = True
+    packing: bool = False
+    limit: int | None = Field(None, ge=1, description="train on the first N samples only")
+    report_to: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)
+    run_name: str | None = None
+    logging_steps: int = Field(10, ge=1)
+    save_steps: int = Field(500, ge=1)
+    save_total_limit: int | None = Field(2, ge=1)
+    save_checkpoints: bool = True
+    resume_from_checkpoint: str | bool | None = None
+    merge: bool = False
+
+
+@dataclass
+class TrainResult:
+    output_dir: Path
+    merged_dir: Path | None
+    losses: list[float] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+# --- data ---------------------------------------------------------------------------------------
+def to_prompt_completion(messages: list[dict[str, Any]], where: str = "row"
+                         ) -> dict[str, list[dict[str, str]]] | None:
+    """Split a weighted chat into TRL's conversational prompt / completion (None: no target).
+
+    An assistant message without a weight counts as weight 1 (plain chat data)."""
+    def weighted(m):
+        return m.get("role") == "assistant" and (m.get("weight") is None or m["weight"] > 0)
+
+    first = next((i for i, m in enumerate(messages) if weighted(m)), None)
+    if first is None:
+        return None
+    for i, m in enumerate(messages[first:], first):
+        if m.get("role") == "assistant" and not weighted(m):
+            raise ValueError(f"{where}: assistant message {i} has weight 0 after a weighted "
+                             f"assistant message; only a weighted suffix can be trained")
+    clean = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
+    return {"prompt": clean[:first], "completion": clean[first:]}
+
+
+def prepare_dataset(cfg: TrainConfig):
+    """The training set in TRL's prompt/completion form, and how many rows had no target."""
+    from datasets import Dataset
+
+    ds = load_chat_dataset(cfg.data)
+    if cfg.limit is not None:
+        ds = ds.select(range(min(cfg.limit, len(ds))))
+    rows, empty = [], 0
+    for i, row in enumerate(ds):
+        pc = to_prompt_completion(row["messages"], f"{cfg.data} row {i}")
+        if pc is None:
+            empty += 1
+        else:
+            rows.append(pc)
+    if not rows:
+        raise ValueError(f"dataset {cfg.data}: no row has a weighted assistant turn to train on")
+    return Dataset.from_list(rows), empty
+
+
+# --- model --------------------------------------------------------------------------------------
+def resolve_model(spec: str) -> str:
+    """A path or hub id for ``from_pretrained``; ``tiny:PATH`` builds the tiny model there."""
+    if spec.startswith("tiny:"):
+        from clew.agents.lm.tiny import build_tiny_model
+
+        return str(build_tiny_model(spec[len("tiny:"):]))
+    if spec.startswith("hf:"):
+        spec = spec[len("hf:"):]
+    if "+lora:" in spec:
+        raise ValueError(f"model {spec!r}: train from a base or merged model, not base+adapter "
+                         f"(merge it first with `clew train --merge-only`)")
+    return spec
+
+
+def _check_reporters(names: list[str]) -> None:
+    needs = {"tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",)}
+    for name in names:
+        if not any(importlib.util.find_spec(m) for m in needs[name]):
+            raise ValueError(f"report_to: {name} needs the {needs[name][0]!r} package, which is "
+                             f"not installed (pip install {needs[name][0]})")
+
+
+def sft_config(cfg: TrainConfig):
+    """TRL ``SFTConfig`` from our config (device and precision resolved here)."""
+    import torch
+    from trl import SFTConfig
+
+    cuda = torch.cuda.is_available()
+    if cfg.device == "cuda" and not cuda:
+        raise ValueError("device: cuda was asked for but no CUDA device is visible")
+    use_cpu = cfg.device == "cpu" or (cfg.device == "auto" and not cuda)
+    precision = cfg.precision
+    if precision == "auto":
+        precision = "bf16" if not use_cpu and torch.cuda.is_bf16_supported() else "fp32"
+    if use_cpu and precision != "fp32":
+        raise ValueError(f"precision: {precision} needs a GPU; use fp32 (or auto) on CPU")
+    _check_reporters(cfg.report_to)
+    dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[precision]
+    return SFTConfig(
+        output_dir=cfg.output_dir, num_train_epochs=cfg.epochs, max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
+        learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_scheduler,
+        warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm, seed=cfg.seed, data_seed=cfg.seed,
+        use_cpu=use_cpu, bf16=precision == "bf16", fp16=precision == "fp16",
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        assistant_only_loss=cfg.assistant_only_loss, completion_only_loss=True,
+        max_length=cfg.max_length, truncation_mode=cfg.truncation_mode, packing=cfg.packing,
+        report_to=list(cfg.report_to) or "none", run_name=cfg.run_name,
+        logging_steps=cfg.logging_steps, logging_first_step=True,
+        save_strategy="steps" if cfg.save_checkpoints else "no", save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit, disable_tqdm=False,
+        model_init_kwargs={"dtype": dtype},
+    )
+
+
+def peft_config(cfg: TrainConfig):
+    if cfg.method != "lora":
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
+                      target_modules=cfg.lora.target_modules, task_type="CAUSAL_LM")
+
+
+# --- training -----------------------------------------------------------------------------------
+def build_trainer(cfg: TrainConfig):
+    """The configured TRL ``SFTTrainer`` (data prepared, masks built), its tokenizer, the base
+    model path and the number of rows without a target."""
+    from transformers import AutoTokenizer
+    from trl import SFTTrainer
+
+    base = resolve_model(cfg.model)
+    args = sft_config(cfg)
+    dataset, empty = prepare_dataset(cfg)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    trainer = SFTTrainer(model=base, args=args, train_dataset=dataset,
+                         processing_class=tokenizer, peft_config=peft_config(cfg))
+    return trainer, tokenizer, base, empty
+
+
+def train(cfg: TrainConfig) -> TrainResult:
+    """Fine-tune ``cfg.model`` on ``cfg.data``; save the adapter or model (and merge)."""
+    trainer, tokenizer, base, empty = build_trainer(cfg)
+    dataset = trainer.train_dataset
+    start = time.perf_counter()
+    out = trainer.train(resume_from_checkpoint=cfg.resume_from_checkpoint)
+    seconds = time.perf_counter() - start
+    trainer.save_model(cfg.output_dir)
+    losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
+    metrics = {**out.metrics, "global_step": out.global_step, "wall_s": round(seconds, 3),
+               "samples": len(dataset), "rows_without_target": empty,
+               "steps_per_s": round(out.global_step / seconds, 3) if seconds else None}
+    result = TrainResult(Path(cfg.output_dir), None, losses, metrics)
+    if trainer.is_world_process_zero():
+        tokenizer.save_pretrained(cfg.output_dir)
+        record = {"config": cfg.model_dump(), "base_model": base, "method": cfg.method,
+                  "losses": losses, "metrics": metrics}
+        Path(cfg.output_dir, "clew_train.json").write_text(json.dumps(record, indent=1))
+        if cfg.merge and cfg.method == "lora":
+            from clew.training.merge import merge_adapter
+
+            result.merged_dir = merge_adapter(cfg.output_dir, Path(cfg.output_dir) / "merged",
+                                              base=base)
+    return result
