@@ -49,7 +49,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from clew.agents.base import Agent, BaseAgent, Decision, Episode
 from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling, request_usage
-from clew.envs.base import Env, Task
+from clew.envs.base import Env
 
 STOP = "STOP"  # the oracle-search envs' early-stop action (clew.envs.oracle_search.protocol)
 
@@ -279,7 +279,7 @@ def pooled_bootstrap_se(rewards: list[float], p: int, resamples: int = 1000,
 
 def splitting_helps(x: float, p: int, alpha: float, c: float = 1.0) -> bool:
     """Inequality (1) of §5.2 under q(x) = c·x^α: 1 − (1 − q(x/p))^p > q(x)."""
-    q = lambda b: c * b ** alpha  # noqa: E731
+    q = lambda b: c * b ** alpha
     return 1 - (1 - q(x / p)) ** p > q(x)
 
 

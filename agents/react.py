@@ -46,12 +46,24 @@ from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
 from clew.agents.lm.calls import call
 from clew.agents.lm.spec import load_model
 
-FENCE = re.compile(r"```[^\n`]*\n?(.*?)```", re.DOTALL)
+FENCE = re.compile(r"```(.*?)```", re.DOTALL)
+LANG_TAG = re.compile(r"[\w+.-]*")
 
 
 def fenced_blocks(text: str) -> list[str]:
-    """Contents of triple-backtick blocks (an optional language tag after the fence dropped)."""
-    return [m.group(1).strip() for m in FENCE.finditer(text)]
+    """Contents of triple-backtick blocks.
+
+    A first line that is a lone word (```json, ```python) is a language tag and dropped, unless
+    nothing follows it (```right\n``` holds the action ``right``).
+    """
+    out = []
+    for m in FENCE.finditer(text):
+        inner = m.group(1)
+        first, newline, rest = inner.partition("\n")
+        if newline and LANG_TAG.fullmatch(first.strip()) and rest.strip():
+            inner = rest
+        out.append(inner.strip())
+    return out
 
 
 def answer_block(text: str, answer_phrase: str) -> str | None:

@@ -64,6 +64,7 @@ METRIC_COLUMNS = (
     ("exploration_error", "explore err", 3),
     ("exploitation_error", "exploit err", 3),
     ("normalized_reward", "norm. best reward", 3),
+    ("normalised_reward", "norm. best reward", 3),  # spelling of clew.eval.metrics.best_found
     ("coverage", "coverage", 3),
 )
 GAP_KEYS = ("gap_total", "gap_exploration", "gap_exploitation")
@@ -253,9 +254,9 @@ def gaps_table(runs: list[Run]) -> Table | None:
     if not any(_present(runs, k) for k in GAP_KEYS):
         return None
     extra = sorted({k for r in runs for k in r.agg["mean"]
-                    if k.startswith("gap_share") or k.startswith("share_")})
+                    if (k.startswith("gap_") or k.startswith("share_")) and k not in GAP_KEYS})
     header = ["run", "gap total", "gap exploration", "gap exploitation", "explore share",
-              "exploit share"] + extra
+              "exploit share"] + [k.replace("_", " ") for k in extra]
     rows = []
     for r in runs:
         total, ex, xt = (r.mean(k) for k in GAP_KEYS)
@@ -267,20 +268,38 @@ def gaps_table(runs: list[Run]) -> Table | None:
                      r.stat("gap_exploitation"), *shares] + [r.stat(k) for k in extra])
     return Table("gaps", "Gap decomposition (normalised by R^max)", header, rows,
                  [0] + [3] * (len(header) - 1),
-                 "Shares are ratios of the mean gaps; episodes with an undefined gap are left out.")
+                 "explore/exploit share: ratios of the mean gaps; share_* columns: the metric's "
+                 "own per-episode shares, averaged. Undefined values are left out.")
+
+
+def _is_level_key(k: str) -> bool:
+    return k in LEVEL_KEYS or k.endswith("_level") or k.endswith("difficulty")
+
+
+def task_levels(rec: dict[str, Any]) -> dict[str, Any]:
+    """Level-like scalar task parameters, top level and one dict deep (``layout.size``)."""
+    out = {}
+    for k, v in (rec.get("task", {}).get("params") or {}).items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{k2}": v2 for k2, v2 in v.items()
+                        if _is_level_key(k2) and isinstance(v2, (str, int, float, bool))})
+        elif _is_level_key(k) and isinstance(v, (str, int, float, bool)):
+            out[k] = v
+    return out
 
 
 def level_keys(runs: list[Run]) -> list[str]:
     values: dict[str, set] = {}
     for r in runs:
         for rec in r.records:
-            for k, v in (rec.get("task", {}).get("params") or {}).items():
-                if isinstance(v, (str, int, float, bool)) and (
-                        k in LEVEL_KEYS or k.endswith("_level") or k.endswith("difficulty")):
-                    values.setdefault(k, set()).add(v)
+            for k, v in task_levels(rec).items():
+                values.setdefault(k, set()).add(v)
     keys = [k for k, vs in values.items() if len(vs) > 1]
     order = {k: i for i, k in enumerate(LEVEL_KEYS)}
-    return sorted(keys, key=lambda k: (order.get(k, len(order)), k))
+    return sorted(keys, key=lambda k: (order.get(k.rpartition(".")[2], len(order)), k))
+
+
+_MISSING = object()
 
 
 def _level_sort(v: Any) -> tuple:
@@ -296,13 +315,13 @@ def by_level_table(runs: list[Run]) -> Table | None:
         return None
     rows = []
     for key in keys:
-        levels = sorted({rec["task"]["params"][key] for r in runs for rec in r.records
-                         if key in (rec.get("task", {}).get("params") or {})}, key=_level_sort)
+        levels = sorted({task_levels(rec)[key] for r in runs for rec in r.records
+                         if key in task_levels(rec)}, key=_level_sort)
         for level in levels:
             row: list[Cell] = [key, str(level)]
             for r in runs:
                 vals = [p.get("success", math.nan) for rec, p in zip(r.records, r.per_episode)
-                        if (rec.get("task", {}).get("params") or {}).get(key) == level]
+                        if task_levels(rec).get(key, _MISSING) == level]
                 row.append(Stat.of(vals))
             rows.append(row)
     header = ["parameter", "level"] + [f"{r.name} success" for r in runs]
@@ -434,9 +453,9 @@ def suite_warning(runs: list[Run]) -> str:
 
 
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
+body{font-family:system-ui,sans-serif;margin:2em;color:#222}
 table.clew-table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}
-.clew-table th,.clew-table td{border:1px solid #ccc;padding:3px 8px;text-align:right}
+.clew-table th,.clew-table td{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}
 .clew-table th{background:#f2f2f2}.clew-table td:first-child{text-align:left}
 figure{display:inline-block;margin:0.5em 1em 1.5em 0;vertical-align:top}
 figure img{max-width:560px;border:1px solid #ddd}.note{color:#555;font-size:0.9em}

@@ -6,9 +6,14 @@ import asyncio
 import math
 
 import pytest
-
 from clew.agents.heuristics.explore_exploit import (
-    ExploreExploit, HillBaseline, MaxSatBaseline, RandomQuery, TreeBaseline, n_explore)
+    ExploreExploit,
+    HillBaseline,
+    MaxSatBaseline,
+    RandomQuery,
+    TreeBaseline,
+    n_explore,
+)
 from clew.envs.oracle_search import hill, maxsat, tree
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode

@@ -7,14 +7,13 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from clew.envs.base import Task
 from clew.envs.oracle_search import hill, maxsat, tree
 from clew.envs.oracle_search.suites import BUDGETS, e4_params
 from clew.envs.registry import generate, make
 from clew.envs.suites import resolve
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # --- HillSearch -------------------------------------------------------------------------------
 
@@ -150,8 +149,9 @@ def test_tree_generator_structure(rt, rg, b, dt, dg, seed):
             g = _gateway(parent, root, v)
             step = values[v] - values[parent[v]]
             assert step == 4 if g in p["gateways"]["good"] else step in (0, 1)
-    if rg:
-        assert max(values) == 1 + 4 * (dg - 1)
+    good_leaf = 1 + 4 * (dg - 1) if rg else 0
+    trap_leaf = 2 + sum(tree.chain_increments("trap", dt, tree.DEFAULTS)) if rt else 0
+    assert max(values) == max(good_leaf, trap_leaf)
 
 
 def test_tree_ids_are_relabelled():

@@ -8,18 +8,25 @@ import json
 import math
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from clew.agents.base import BaseAgent, Decision, Episode
 from clew.agents.heuristics.explore_exploit import ExploreExploit, HillBaseline, TreeBaseline
 from clew.agents.interventions import (
-    ContextResettable, ParallelThreads, SummaryHandoff, handoff_points, pooled_best_of_p,
-    pooled_bootstrap_se, split_threshold, splitting_helps, thread_budgets)
+    ContextResettable,
+    ParallelThreads,
+    SummaryHandoff,
+    handoff_points,
+    pooled_best_of_p,
+    pooled_bootstrap_se,
+    split_threshold,
+    splitting_helps,
+    thread_budgets,
+)
 from clew.agents.lm.base import ChatRequest, request_usage
 from clew.agents.lm.fake import FakeLM
 from clew.envs.oracle_search import hill, maxsat, tree
 from clew.eval.runner import run_episode
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def play(agent, task, key="k#0"):

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from clew.envs.base import Task
 from clew.envs.oracle_search import hill, maxsat, prompts, tree
 from clew.envs.registry import make
 from clew.eval.metrics import score_episode
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def hill_env(budget=10, instance="H-B2", **proto):
@@ -72,7 +71,7 @@ def test_valid_queries_use_budget_and_end_the_episode():
         step = env.step(json.dumps({"reason": "r", "query": {"x": x}}))
         assert step.valid and env.remaining == 2 - i
     assert step.done and env.ended == "budget"
-    assert f"Queries left: 0." in step.obs.text
+    assert "Queries left: 0." in step.obs.text
 
 
 # --- parsing tolerance --------------------------------------------------------------------------
@@ -153,7 +152,7 @@ def test_tree_feedback_lists():
     trap = env.task.params["gateways"]["trap"][0]
     good = env.task.params["gateways"]["good"][0]
     step = env.step(f"node={good}")
-    assert f"Newly queryable because of this query: " in step.obs.text
+    assert "Newly queryable because of this query: " in step.obs.text
     listed = json.loads(step.obs.text.split("query: ")[1].split(".")[0])
     assert sorted(listed) == children[good]
     step = env.step(f"node={trap}")  # opened the trap's two leaves at step 2
@@ -173,7 +172,7 @@ def test_first_messages_and_instructions():
     assert '"query": {"x"' in h.instructions()
     t = tree_env(budget=48)
     text = t.observation().text
-    assert text.startswith(f"n = 772\n") and f"Start node: {t.root}, value 0." in text
+    assert text.startswith("n = 772\n") and f"Start node: {t.root}, value 0." in text
     assert text.count("\n") == 772 + 3  # one adjacency line per node
     assert "differ by at most 4" in t.instructions()
     m = maxsat_env(budget=48)
@@ -188,7 +187,7 @@ def test_first_messages_and_instructions():
 def test_response_schemas():
     assert hill_env().response_schema()["properties"]["query"]["required"] == ["x"]
     schema = maxsat_env().response_schema()
-    assert list(schema["properties"])[0] == "reason"
+    assert next(iter(schema["properties"])) == "reason"
     assert schema["properties"]["query"]["required"] == [f"x{i}" for i in range(15)]
 
 
@@ -234,9 +233,6 @@ def test_maxsat_handoff_coverage():
 
 
 # --- snapshot / replay / rewards / metric -----------------------------------------------------
-
-
-ACTIONS = st.lists(st.sampled_from(["node=", "x=", "garbage", "STOP", "{"]), max_size=5)
 
 
 @settings(max_examples=25, deadline=None)
@@ -320,3 +316,13 @@ def test_env_flags():
 def test_task_for_other_env_is_rejected():
     with pytest.raises(ValueError, match="belongs to env"):
         make("hillsearch").reset(Task("treesearch", {"budget": 3}))
+
+
+def test_tree_handoff_can_repeat_the_graph():
+    task = tree.generate_task({"instance": "T-alt1", "budget": 5}, 0)
+    plain, full = make("treesearch"), make("treesearch", handoff_include_graph=True)
+    plain.reset(task)
+    full.reset(task)
+    assert "Graph (adjacency list)" not in plain.handoff_message()
+    text = full.handoff_message()
+    assert "Graph (adjacency list)" in text and text.count("\n") > 323

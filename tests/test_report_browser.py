@@ -20,6 +20,8 @@ from clew.search.tree import save_tree
 pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("CLEW_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# built before the browser starts: Playwright's sync API keeps an event loop running
+TREE = mcts_tree(7, 12)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -64,7 +66,7 @@ def test_report_page_shows_tables_and_plots(page, tmp_path):
 
 
 def test_tree_viewer_expands_nodes_and_replays(page, tmp_path):
-    tree = mcts_tree(7, 12)
+    tree = TREE
     path = tmp_path / "0.json.gz"
     save_tree(path, tree)
     page.goto(write_view(path).as_uri())

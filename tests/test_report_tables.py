@@ -222,3 +222,15 @@ def test_fit_line_degenerate_cases():
     assert fit_line([2.0, 2.0, 2.0], [0.1, 0.5, 0.9]) is None
     flat = fit_line([1.0, 2.0, 3.0], [0.5, 0.5, 0.5])
     assert flat.slope == 0 and math.isnan(flat.r2)
+
+
+def test_levels_one_dict_deep_and_british_normalised_reward(tmp_path):
+    recs = [record(i, success=s, params={"layout": {"size": size, "doors": [1]}, "seed_x": i},
+                   metrics={"normalised_reward": nr})
+            for i, (s, size, nr) in enumerate([(True, 4, 1.0), (False, 7, 0.5), (True, 7, 0.7)])]
+    rep = write_report([write_run(tmp_path / "rooms", recs)], tmp_path / "out")
+    rows = read_csv(rep.out / "tables" / "by_level.csv")
+    assert [(r["parameter"], r["level"], float(r["rooms success"])) for r in rows] == [
+        ("layout.size", "4", 1.0), ("layout.size", "7", 0.5)]
+    summary = read_csv(rep.out / "tables" / "summary.csv")[0]
+    assert float(summary["norm. best reward"]) == pytest.approx(2.2 / 3)

@@ -1,15 +1,14 @@
 """TextMiniGridEnv: multi-action steps, no-ops, limits, memory, prompts, snapshots (spec_004 §3, §5)."""
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from clew.envs.base import Task
 from clew.envs.registry import make
 from clew.envs.textminigrid.env import UNPARSABLE, TextMiniGridEnv
 from clew.envs.textminigrid.layout import Layout, Mission, Placed
 from clew.envs.textminigrid.parsing import ACTIONS
 from clew.envs.textminigrid.prompts import ABLATION_VARIANTS, THINK_LINE
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def layout_task(agent, objects, doors=(), mission=None, rooms_per_side=1):

@@ -4,9 +4,6 @@ import asyncio
 import math
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from clew.agents.heuristics.random_walk import RandomAgent
 from clew.envs.base import Task
 from clew.envs.textminigrid.generator import generate_task
@@ -15,6 +12,8 @@ from clew.envs.textminigrid.parsing import ACTIONS
 from clew.eval.metrics import metrics_for, score_episode
 from clew.eval.metrics.textminigrid import disagreement, episode_metrics, success_by_level
 from clew.eval.runner import run_episode
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 IDS = {"Turn Left": 0, "Turn Right": 1, "Go Forward": 2, "Pick Up": 3, "Drop": 4, "Toggle": 5}
 
@@ -74,7 +73,7 @@ def _coverage_brute_force(task, atomic):
 
     look()
     for a in atomic:
-        _, r, term, _, _ = level.step(IDS[a])
+        _, _, term, _, _ = level.step(IDS[a])
         look()
         if term:
             break
@@ -120,3 +119,20 @@ def test_cross_run_quantities():
     sr = success_by_level([("easy", True), ("easy", False), ("hard", True), (None, False)])
     assert sr["easy"] == 0.5 and sr["hard"] == 1.0 and math.isnan(sr["medium"])
     assert sr["micro"] == 0.5 and sr["macro"] == 0.75
+
+
+def test_garbage_replies_run_to_the_step_limit_under_the_runner():
+    class Garbage:
+        name, kind = "garbage", "heuristic"
+
+        async def act(self, episode):
+            from clew.agents.base import Decision
+            return Decision("I refuse to answer in the format.")
+
+        def on_episode_end(self, episode):
+            return None
+
+    rec = asyncio.run(run_episode(Garbage(), CORNER, env_options={"max_steps": 4}))
+    assert rec["outcome"]["stopped_by"] == "done" and rec["metrics"]["steps"] == 4
+    assert len(rec["actions"]) == 12  # each step-using no-op follows two free re-queries
+    assert rec["metrics"]["ext_format_failure_rate"] == 1.0

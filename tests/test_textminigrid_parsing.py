@@ -1,10 +1,9 @@
 """Parsing messy model replies into TextMiniGrid actions (spec_004 §3.2–3.3)."""
 
 import pytest
+from clew.envs.textminigrid.parsing import ACTIONS, parse_reply
 from hypothesis import given
 from hypothesis import strategies as st
-
-from clew.envs.textminigrid.parsing import ACTIONS, parse_reply
 
 
 def test_plain_reply_with_intentions():

@@ -2,9 +2,6 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from clew.envs.textminigrid.layout import Layout, Mission, Placed, build_level, generate_layout
 from clew.envs.textminigrid.render import (
     AGENT,
@@ -20,6 +17,8 @@ from clew.envs.textminigrid.render import (
     sc_token,
     view_to_world,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # §2.1 / §2.3 example: own generator, 2×2 rooms, agent facing East (seed 16, k = 3)
 SPEC_SC = """\

@@ -6,7 +6,6 @@ import math
 from collections import Counter
 
 import pytest
-
 from clew.agents.heuristics.babyai_bot_agent import BabyAIBotAgent
 from clew.envs.base import Task
 from clew.envs.registry import generate
@@ -49,8 +48,8 @@ def test_easy_tasks_have_the_target_in_the_start_room(paper):
         if t.params["difficulty"] != "easy":
             continue
         lay = Layout.from_dict(t.params["layout"])
-        target = [o for o in lay.objects
-                  if (o.type, o.color) == (lay.mission.type, lay.mission.color)][0]
+        target = next(o for o in lay.objects
+                      if (o.type, o.color) == (lay.mission.type, lay.mission.color))
         assert (target.x // 5, target.y // 5) == (lay.agent[0] // 5, lay.agent[1] // 5)
 
 

@@ -26,11 +26,15 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-
 from clew.envs.base import Task
 from clew.envs.oracle_search import prompts
 from clew.envs.oracle_search.protocol import (
-    OracleSearchEnv, as_number, check_variant, find_query, strip_fences)
+    OracleSearchEnv,
+    as_number,
+    check_variant,
+    find_query,
+    strip_fences,
+)
 
 LO, HI = 0.0, 10.0
 DENOMINATORS = {"w": 1.0, "2w": 2.0}
@@ -82,7 +86,7 @@ def _optimum(hills: tuple[Hill, ...], denominator: str) -> tuple[float, float]:
     d = DENOMINATORS[denominator]
     sigma = min(math.sqrt(d * w / 2.0) for _, w, _ in hills)
     step = min(1e-3, sigma / 10.0)
-    n = int(math.ceil((HI - LO) / step)) + 1
+    n = math.ceil((HI - LO) / step) + 1
     xs = np.linspace(LO, HI, n)
     step = xs[1] - xs[0]
     ys = hill_values(xs, list(hills), denominator)

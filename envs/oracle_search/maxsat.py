@@ -25,7 +25,11 @@ from typing import Any
 from clew.envs.base import Task
 from clew.envs.oracle_search import prompts
 from clew.envs.oracle_search.protocol import (
-    OracleSearchEnv, check_variant, find_query, strip_fences)
+    OracleSearchEnv,
+    check_variant,
+    find_query,
+    strip_fences,
+)
 
 Clause = list[tuple[int, int]]  # (variable, required value)
 

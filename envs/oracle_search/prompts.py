@@ -15,6 +15,7 @@ Decisions recorded here:
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 # --- system prompts (Env.instructions) ----------------------------------------------------------
@@ -74,7 +75,7 @@ def tree_system() -> str:
 def maxsat_system(n: int, m: int, max_literals: int) -> str:
     """§3.4 with c = m and l = max(k_gold, k_other) [D §7.5]."""
     if n >= 3:
-        example = '{"x0": 0, "x1": 1, ..., "x%d": 0}' % (n - 1)
+        example = f'{{"x0": 0, "x1": 1, ..., "x{n - 1}": 0}}'
     else:
         example = "{" + ", ".join(f'"x{i}": {i % 2}' for i in range(n)) + "}"
     return MAXSAT_SYSTEM.format(n=n, last=n - 1, c=m, l=max_literals, example=example)
@@ -152,8 +153,8 @@ def hill_handoff(history: list[tuple[float, float]], q_left: int, gap_min: float
     """
     lines = [
         "### MISSION HAND-OFF",
-        f"A previous agent used {len(history)} queries on the domain [0, 10] and was then stopped. "
-        "You are a NEW agent taking over.",
+        (f"A previous agent used {len(history)} queries on the domain [0, 10] and was then "
+         "stopped. You are a NEW agent taking over."),
         "Your job is to find the global maximum.",
         "Data collected so far (sorted by x):",
     ]
@@ -178,7 +179,7 @@ def hill_gaps(xs: list[float], gap_min: float = 0.5, max_gaps: int = 10,
               fallback_gaps: int = 3) -> list[tuple[float, float]]:
     """Unqueried intervals of [0, 10] for the hand-off (§5.3 gap rule), largest first."""
     points = sorted({0.0, 10.0, *(min(10.0, max(0.0, x)) for x in xs)})
-    gaps = [(lo, hi) for lo, hi in zip(points, points[1:])]
+    gaps = list(itertools.pairwise(points))
     gaps.sort(key=lambda g: (-(g[1] - g[0]), g[0]))
     wide = [g for g in gaps if g[1] - g[0] >= gap_min]
     return wide[:max_gaps] if wide else gaps[:fallback_gaps]
@@ -190,8 +191,8 @@ def tree_handoff(history: list[tuple[int, int]], best: tuple[int, int],
     """§5.3 TreeSearch hand-off; ``frontier_by_height`` is already shuffled inside each height."""
     lines = [
         "### MISSION HAND-OFF ###",
-        f"A previous agent used {len(history)} queries on the graph and was then stopped. "
-        "You are a NEW agent taking over. Find the maximum value.",
+        (f"A previous agent used {len(history)} queries on the graph and was then stopped. "
+         "You are a NEW agent taking over. Find the maximum value."),
     ]
     if graph_text:
         lines.append(graph_text)
@@ -199,9 +200,8 @@ def tree_handoff(history: list[tuple[int, int]], best: tuple[int, int],
     lines += [f"  * Node {v} -> value {x}" for v, x in history]
     lines += [
         f"Best found so far: node {best[0]} with value {best[1]}.",
-        "Nodes you can query next, grouped by height (distance from the start node); each is "
-        "unknown and has a known neighbour;",
-        "order inside each height is shuffled:",
+        ("Nodes you can query next, grouped by height (distance from the start node); each is "
+         "unknown and has a known neighbour; order inside each height is shuffled:"),
     ]
     lines += [f"  * height {h}: {format_ids(ids)}" for h, ids in frontier_by_height]
     lines.append(
@@ -220,8 +220,8 @@ def maxsat_handoff(history: list[tuple[str, int]], n: int, q_left: int, top: int
         best_bits = next(b for b, s in history if s == best_score)
     lines = [
         "### MISSION HAND-OFF ###",
-        f"A previous agent used {t} queries on the MAX-SAT black box and was then stopped. "
-        "You are a NEW agent taking over.",
+        (f"A previous agent used {t} queries on the MAX-SAT black box and was then stopped. "
+         "You are a NEW agent taking over."),
         f"Progress: {t} assignments tried. Best score so far: {best_score}.",
         "Query history (chronological):",
     ]

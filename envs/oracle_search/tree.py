@@ -28,7 +28,12 @@ from typing import Any
 from clew.envs.base import Task
 from clew.envs.oracle_search import prompts
 from clew.envs.oracle_search.protocol import (
-    OracleSearchEnv, as_number, check_variant, find_query, strip_fences)
+    OracleSearchEnv,
+    as_number,
+    check_variant,
+    find_query,
+    strip_fences,
+)
 
 #: generator defaults: the main instance T-main (B.2) and the paper's value schedule
 DEFAULTS: dict[str, Any] = {
@@ -117,7 +122,7 @@ def generate_task(params: dict[str, Any], seed: int = 0) -> Task:
     for name in DEFAULTS:
         v = cfg[name]
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"treesearch: {name} must be an integer, got {v!r}")
+            raise ValueError(f"treesearch: {name} must be an integer, got {v!r}")  # noqa: TRY004
     for name in ("r_trap", "r_good", "trap_jump", "good_jump", "trap_ramp"):
         if cfg[name] < 0:
             raise ValueError(f"treesearch: {name} must be >= 0, got {cfg[name]}")

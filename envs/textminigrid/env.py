@@ -34,12 +34,8 @@ re-attached on restore. The RNG is not part of the state: MiniGrid steps draw no
 from __future__ import annotations
 
 import copy
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
-
-from minigrid.core.actions import Actions
-from minigrid.core.world_object import Box, Wall
 
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.textminigrid import prompts
@@ -62,6 +58,8 @@ from clew.envs.textminigrid.render import (
     view_from,
     visible_world_cells,
 )
+from minigrid.core.actions import Actions
+from minigrid.core.world_object import Box, Wall
 
 ACTION_IDS = {
     "Turn Left": Actions.left, "Turn Right": Actions.right, "Go Forward": Actions.forward,
@@ -126,6 +124,9 @@ class TextMiniGridEnv(Env):
     name = "textminigrid"
     flags = EnvFlags(deterministic=True, supports_backtrack=True,
                      outcome_mode="terminal_success", simulation_mode="free")
+    #: The spec has its own rule for unparsable replies (re-queries, then a step-using no-op),
+    #: so the runner's invalid-streak stop does not apply (the 200-step limit ends the episode).
+    max_invalid_streak = None
 
     def __init__(
         self,
@@ -374,7 +375,9 @@ class TextMiniGridEnv(Env):
     def copy(self) -> TextMiniGridEnv:
         other = copy.copy(self)
         if self.level is not None:
-            other.level = build_level(self.layout, max_steps=self.max_steps)
+            # A shallow copy shares only what steps never change (rooms, RNG, spaces); the
+            # mutable world is replaced by a private copy through restore.
+            other.level = copy.copy(self.level)
             other.restore(self.snapshot())
         return other
 

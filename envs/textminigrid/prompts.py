@@ -15,9 +15,9 @@ Decision A11: the SD and Hybrid observation descriptions are the spec's replacem
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Sequence
 
 from clew.envs.textminigrid.render import REPRESENTATIONS
 

@@ -52,11 +52,10 @@ def episode_metrics(task: Task, episode: dict[str, Any]) -> dict[str, Any]:
         out["needle_found"] = 1.0 if env.best_value > env.optimum / 2 else 0.0
     elif family == "tree":
         out["good_branch_found"] = 1.0 if _good_branch(env) else 0.0
-    elif family == "maxsat":
-        if task.params.get("gold") is not None:
-            gold = env.clauses[0]
-            hit = any(all(bits[v] == str(b) for v, b in gold) for bits, _ in env.state.history)
-            out["gold_satisfied"] = 1.0 if hit else 0.0
+    elif family == "maxsat" and task.params.get("gold") is not None:
+        gold = env.clauses[0]
+        hit = any(all(bits[v] == str(b) for v, b in gold) for bits, _ in env.state.history)
+        out["gold_satisfied"] = 1.0 if hit else 0.0
     return out
 
 

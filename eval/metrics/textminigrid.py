@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from clew.envs.base import Task
 from clew.envs.textminigrid.bot import LEVELS, difficulty

@@ -1,0 +1,33 @@
+"""Shared by the vLLM integration tests: prompts, settings for a small CPU engine."""
+
+from __future__ import annotations
+
+import os
+
+from clew.agents.lm.base import ChatRequest, Sampling
+
+# A small CPU engine (STACK.md): 1 GiB KV cache, short context, no graph capture, float32 so
+# greedy output matches the transformers backend exactly.
+ENGINE = dict(dtype="float32", max_model_len=256, enforce_eager=True)
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+CHATS = [
+    [{"role": "system", "content": "You are an agent."},
+     {"role": "user", "content": f"move {w} to the key {i} and open the door"}]
+    for i, w in enumerate(["up", "down", "left", "right", "up up", "back"])
+] + [[
+    {"role": "system", "content": "You explore rooms."},
+    {"role": "user", "content": "You are at [0, 3]. Legal moves: up, right."},
+    {"role": "assistant", "content": "Thought: go up.\nAction: up"},
+    {"role": "user", "content": "You are at [0, 2]. A door is here."},
+]]
+
+
+def greedy(messages, max_tokens: int = 32, **kw) -> ChatRequest:
+    return ChatRequest(messages, Sampling(temperature=0.0, max_tokens=max_tokens, **kw))
+
+
+def summary(completions) -> list[tuple]:
+    """What must agree between backends: text, finish reason, token counts."""
+    return [(c.text, c.finish_reason, c.usage.prompt_tokens, c.usage.completion_tokens)
+            for c in completions]
