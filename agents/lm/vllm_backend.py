@@ -55,7 +55,10 @@ class VLLMModel(LanguageModel):
                  enable_prefix_caching: bool = True, seed: int = 0,
                  trust_remote_code: bool = False, **engine_kwargs: Any):
         try:
-            import vllm  # noqa: F401
+            import vllm
+
+            if getattr(vllm, "__file__", None) is None:  # a stray folder named vllm on sys.path
+                raise ImportError(f"'vllm' resolves to a namespace folder {list(vllm.__path__)}")
         except ImportError as e:
             raise LMError(
                 f"vllm:{model}: the vllm package is not installed (GPU: pip install "
