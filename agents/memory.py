@@ -101,7 +101,10 @@ class Embedder:
 
     @property
     def dim(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+        model = self.model
+        get = getattr(model, "get_embedding_dimension", None) or \
+            model.get_sentence_embedding_dimension
+        return int(get())
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         keys = [hashlib.sha256(f"{self.model_id}\x1f{t}".encode()).hexdigest() for t in texts]

@@ -13,6 +13,9 @@ Decisions:
 * Task text g = ``env.instructions()`` (clew envs state the goal there and in the observation).
   The success criteria shown to value roles come from ``env.instructions("criteria")`` when the
   env answers it with a different text, else a generic paragraph covering clew's task kinds.
+* Memory keys use ``task_key``, a short form of the task (the first sentences of the
+  instructions, at most 40 words): MiniLM reads only 256 word pieces and keys put the task first
+  (§4.1), so a long instruction text would push the observation out of the embedding.
 * In-context examples come from an optional ``env.prompt_examples()`` ([(user, assistant)]), shown
   while the trajectory has fewer than 2 actions (§8.1); envs without it get none.
 * Parsing of policy output (§8.1, D30): the first fenced block after the last answer phrase; if the
@@ -54,6 +57,7 @@ class Context:
     criteria: str = ""
     examples: list[tuple[str, str]] = field(default_factory=list)
     task_id: str = ""
+    task_key: str = ""
     env: Any = None
     seed: int | None = None
 
@@ -63,7 +67,7 @@ class Context:
 
     def memory_key(self) -> str:
         """Memory key "Task + Observation" (spec_002 §3.6, §4.3; uniform key form, D27)."""
-        key = f"Task: {self.task}\nObservation:\n{self.obs}"
+        key = f"Task: {self.task_key or self.task}\nObservation:\n{self.obs}"
         if self.final_action is not None:
             key += f"\nAction:\n{self.final_action}"
         return key
@@ -124,6 +128,17 @@ def _first_user(ctx: Context) -> str:
 
 def _later_user(obs: str, prev: str) -> str:
     return f"OBSERVATION:\n{obs}\nPREVIOUS ACTION: {prev}"
+
+
+def short_task(text: str, max_words: int = 40) -> str:
+    """The first sentences of ``text`` up to ``max_words`` words (memory-key form of g)."""
+    out: list[str] = []
+    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+        words = sentence.split()
+        if out and len(out) + len(words) > max_words:
+            break
+        out.extend(words[:max_words - len(out)])
+    return " ".join(out)
 
 
 def truncate_words(text: str, n: int) -> str:

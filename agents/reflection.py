@@ -74,6 +74,7 @@ class TaskRecord:
     action_help: str = ""
     criteria: str = ""
     success_threshold: float = 0.7
+    task_key: str = ""                      # short task text for memory keys
 
     @property
     def r_est(self) -> int:
@@ -87,7 +88,8 @@ class TaskRecord:
         """Trajectory o_0 … o_upto (and a final action a_{final_action} without observation)."""
         ctx = Context(task=self.task_text, observations=list(self.observations[:upto + 1]),
                       actions=list(self.actions[:upto]), raws=list(self.raws[:upto]),
-                      action_help=self.action_help, criteria=self.criteria, task_id=self.task_id)
+                      action_help=self.action_help, criteria=self.criteria, task_id=self.task_id,
+                      task_key=self.task_key)
         if final_action is not None:
             ctx.final_action = self.actions[final_action]
             ctx.final_raw = self.raws[final_action]
@@ -289,7 +291,7 @@ async def improve(rec: TaskRecord, memory: ReflectionMemory | None, reflector: R
                 "action_raw": raw, "next_state_text": nxt, "reflection": text,
                 "error_score": scores[t], "outcome_used": used,
                 "source_task_hash": text_hash(rec.task_id, rec.task_text),
-                "key_text": f"Task: {rec.task_text}\nObservation:\n{state}",
+                "key_text": rec.context(t).memory_key(),
                 "created_at": _now(), "dedup": text_hash(rec.task_text, state, raw, nxt),
             }
             if memory is None or memory.add("policy", record):

@@ -34,7 +34,7 @@ async def rewards(agent_factory, task, runs: int) -> list[float]:
     for r in range(runs):
         rec = await run_episode(agent_factory(), task, key=f"{task.id}#{r}",
                                 max_invalid_streak=None)
-        out.append(rec["metrics"]["normalised_reward"])
+        out.append(rec["metrics"]["normalized_reward"])
     return out
 
 

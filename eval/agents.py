@@ -34,6 +34,9 @@ AGENTS: dict[str, str] = {
     "tot-dfs": "clew.search.bfs_dfs:make_tot_dfs",
     "best-first": "clew.search.best_first:make_best_first",
     "policy-only": "clew.search.rmcts:make_policy_agent",  # the search policy without search
+    # spec_003 §5 interventions around any agent named by `inner`
+    "parallel-threads": "clew.eval.agents:make_parallel_threads",
+    "summary": "clew.eval.agents:make_summary",
 }
 
 
@@ -58,3 +61,21 @@ def build_agent(name: str, **options: Any) -> Agent:
                 f"it takes: {', '.join(p for p in params if p != 'self') or 'none'}"
             )
     return factory(**options)
+
+
+def make_parallel_threads(inner: str, threads: int = 2, inner_options: dict | None = None):
+    """``--agent parallel-threads agent_options.inner=NAME agent_options.threads=P``."""
+    from clew.agents.interventions import ParallelThreads
+
+    return ParallelThreads(build_agent(inner, **(inner_options or {})), threads=threads)
+
+
+def make_summary(inner: str, segments: int = 2, handoff: str = "template",
+                 inner_options: dict | None = None):
+    """``--agent summary agent_options.inner=NAME agent_options.segments=S``; with
+    ``handoff=model`` the inner agent's model writes the hand-off."""
+    from clew.agents.interventions import SummaryHandoff
+
+    agent = build_agent(inner, **(inner_options or {}))
+    return SummaryHandoff(agent, segments=segments, handoff=handoff,
+                          lm=getattr(agent, "lm", None) if handoff == "model" else None)

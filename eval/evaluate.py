@@ -14,6 +14,8 @@ from clew.eval.rundir import RunDir
 from clew.eval.runner import run_suite
 from clew.eval.summary import aggregate, metrics_document, summary_table
 
+MAX_TASK_ROWS = 12  # summaries list tasks one by one for suites this small
+
 # Fields that must not change when a run is resumed.
 RESUME_KEYS = ("agent", "agent_options", "suite", "repeats", "env_options", "max_steps",
                "max_invalid_streak", "shard", "limit")
@@ -69,5 +71,10 @@ def finalize(run: RunDir) -> dict[str, Any]:
     records = run.episodes()
     doc = metrics_document(records)
     run.write_json("metrics.json", doc)
-    run.write_text("summary.md", summary_table([(run.path.name, doc["aggregate"])]))
-    return aggregate(records)
+    text = summary_table([(run.path.name, doc["aggregate"])])
+    if 1 < len(doc["by_task"]) <= MAX_TASK_ROWS:
+        text += "\nPer task (repeats pooled):\n\n" + summary_table(list(doc["by_task"].items()))
+    run.write_text("summary.md", text)
+    agg = aggregate(records)
+    agg["by_task"] = doc["by_task"]
+    return agg

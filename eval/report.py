@@ -64,7 +64,7 @@ METRIC_COLUMNS = (
     ("exploration_error", "explore err", 3),
     ("exploitation_error", "exploit err", 3),
     ("normalized_reward", "norm. best reward", 3),
-    ("normalised_reward", "norm. best reward", 3),  # spelling of clew.eval.metrics.best_found
+    ("normalized_reward", "norm. best reward", 3),  # spelling of clew.eval.metrics.best_found
     ("coverage", "coverage", 3),
 )
 GAP_KEYS = ("gap_total", "gap_exploration", "gap_exploitation")

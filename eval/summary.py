@@ -67,9 +67,19 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def by_task(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Aggregates per task id (repeats pooled): suites that mix families or budgets, such as
+    ``paper-003-main``, are read per task."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(r.get("task", {}).get("id", "?"), []).append(r)
+    return {tid: aggregate(rs) for tid, rs in sorted(groups.items())}
+
+
 def metrics_document(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "aggregate": aggregate(records),
+        "by_task": by_task(records),
         "episodes": {r["key"]: episode_numbers(r) for r in records},
     }
 

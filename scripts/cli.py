@@ -56,9 +56,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from clew.eval.evaluate import evaluate
     from clew.eval.summary import summary_table
 
+    from clew.eval.evaluate import MAX_TASK_ROWS
+
     cfg = _eval_config(args)
     run, agg = evaluate(cfg)
     print(summary_table([(run.path.name, agg)]), end="")
+    if 1 < len(agg["by_task"]) <= MAX_TASK_ROWS:
+        print("\nPer task (repeats pooled):\n")
+        print(summary_table(list(agg["by_task"].items())), end="")
     counts = agg["counts"]
     print(f"{counts['finished']} episode(s) run, {counts['skipped']} already finished, "
           f"{counts['failed']} failed -> {run.path}")

@@ -42,7 +42,7 @@ from typing import Any
 from clew.agents.base import BaseAgent, Decision, Episode
 from clew.agents.memory import ReflectionMemory
 from clew.agents.policy import derive_seed
-from clew.agents.prompts import PROMPTS_VERSION, Context
+from clew.agents.prompts import PROMPTS_VERSION, Context, short_task
 from clew.agents.reflection import ReflectionConfig, StepStat, TaskRecord, improve
 from clew.agents.usage import UsageByRole
 from clew.agents.value import ValueCache
@@ -81,8 +81,9 @@ def env_context(env: Any, task_id: str) -> dict[str, Any]:
     if criteria == task:
         criteria = ""
     examples = getattr(env, "prompt_examples", None)
-    return {"task": task, "action_help": env.action_help(), "criteria": criteria,
-            "examples": list(examples()) if callable(examples) else [], "task_id": task_id}
+    return {"task": task, "task_key": short_task(task), "action_help": env.action_help(),
+            "criteria": criteria, "examples": list(examples()) if callable(examples) else [],
+            "task_id": task_id}
 
 
 class EpisodeHooks:
@@ -285,7 +286,7 @@ class SearchAgent(BaseAgent):
         ctx = st["env_ctx"]
         return TaskRecord(
             task_id=episode.task.id, task_text=ctx["task"],
-            observations=[o.text for o in episode.observations],
+            task_key=ctx["task_key"], observations=[o.text for o in episode.observations],
             actions=[env.canonical(s.action) for s in episode.steps],
             raws=[s.raw for s in episode.steps], stats=stats[:len(episode.steps)],
             r_gt=float(env.grade()), action_help=ctx["action_help"], criteria=ctx["criteria"],

@@ -24,7 +24,7 @@ def play(agent, task, key="k"):
 
 
 def rewards(agent, task, runs):
-    return [play(agent, task, f"{task.id}#{r}")["metrics"]["normalised_reward"]
+    return [play(agent, task, f"{task.id}#{r}")["metrics"]["normalized_reward"]
             for r in range(runs)]
 
 

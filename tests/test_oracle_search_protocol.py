@@ -287,7 +287,7 @@ def test_stop_ends_early_and_the_metric_replays():
         step = env.step(a)
     assert step.done and env.ended == "stop" and env.remaining == 9
     metrics = score_episode(env.task, {"actions": actions})
-    assert metrics["normalised_reward"] == pytest.approx(1 / 45)
+    assert metrics["normalized_reward"] == pytest.approx(1 / 45)
     assert metrics["valid_queries"] == 1 and metrics["invalid_attempts"] == 1
     assert metrics["ended_early"] == 1.0 and metrics["good_branch_found"] == 1.0
 
@@ -299,11 +299,11 @@ def test_metric_indicators():
     mtask = maxsat.generate_task({"instance": "M-main", "budget": 3}, 0)
     planted = mtask.params["planted"]
     m = score_episode(mtask, {"actions": [f"bits={planted}"]})
-    assert m["gold_satisfied"] == 1.0 and m["normalised_reward"] == 1.0
+    assert m["gold_satisfied"] == 1.0 and m["normalized_reward"] == 1.0
     gold_var = mtask.params["gold"][0]
     flipped = planted[:gold_var] + ("1" if planted[gold_var] == "0" else "0") + planted[gold_var + 1:]
     m = score_episode(mtask, {"actions": [f"bits={flipped}"]})
-    assert m["gold_satisfied"] == 0.0 and m["normalised_reward"] == pytest.approx(40 / 120)
+    assert m["gold_satisfied"] == 0.0 and m["normalized_reward"] == pytest.approx(40 / 120)
 
 
 def test_env_flags():

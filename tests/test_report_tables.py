@@ -224,9 +224,9 @@ def test_fit_line_degenerate_cases():
     assert flat.slope == 0 and math.isnan(flat.r2)
 
 
-def test_levels_one_dict_deep_and_british_normalised_reward(tmp_path):
+def test_levels_one_dict_deep_and_british_normalized_reward(tmp_path):
     recs = [record(i, success=s, params={"layout": {"size": size, "doors": [1]}, "seed_x": i},
-                   metrics={"normalised_reward": nr})
+                   metrics={"normalized_reward": nr})
             for i, (s, size, nr) in enumerate([(True, 4, 1.0), (False, 7, 0.5), (True, 7, 0.7)])]
     rep = write_report([write_run(tmp_path / "rooms", recs)], tmp_path / "out")
     rows = read_csv(rep.out / "tables" / "by_level.csv")

@@ -24,11 +24,13 @@ environment step (valid=False; the prompt is repeated under a one-line explanati
 executes MiniGrid's inert ``done`` action, which uses one step and is recorded in the history as
 an unparsable output, so the step budget always ends the episode.
 
-Snapshots (measured in the tests' companion benchmark): the mutable MiniGrid state (grid,
-carried object, agent pose, step count, verifier) is deep-copied in one pass, sharing the
-immutable wall objects, plus the episode state (prompt, history, counters). Snapshots are
-portable between copies of the env: the verifier's back-reference to its level is cut on save and
-re-attached on restore. The RNG is not part of the state: MiniGrid steps draw no random numbers.
+Snapshots: the mutable MiniGrid state (grid, carried object, agent pose, step count, verifier)
+is deep-copied in one pass, sharing the immutable wall objects, plus the episode state (prompt,
+history, counters). Snapshots are portable between copies of the env: the verifier's
+back-reference to its level is cut on save and re-attached on restore. The RNG is not part of the
+state: MiniGrid steps draw no random numbers. Measured on a loaded 2-core machine: snapshot or
+restore ≈ 0.15 ms (1 room), 0.25 ms (4 rooms), 0.8 ms (9 rooms, k = 5); ``copy()`` ≈ 2 ms at 9
+rooms; a replay-based snapshot would cost ≈ 0.4 ms per replayed action instead.
 """
 
 from __future__ import annotations
@@ -221,6 +223,7 @@ class TextMiniGridEnv(Env):
         self._refresh_prompt()
         info.update(executed=executed, blocked=blocked, poses=poses, steps=st.steps,
                     decisions=st.decisions, success=st.success,
+                    target_seen=st.target_first_seen is not None,
                     boxes_destroyed=st.boxes_destroyed, target_destroyed=st.target_destroyed)
         if not parsed.ok:
             info["error"] = "unparsable"

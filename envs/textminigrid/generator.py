@@ -24,8 +24,10 @@ DENSITY_LEVELS = tuple(DENSITIES)  # low, medium, high
 CONFIGS = tuple((rooms, density) for rooms in ROOM_LEVELS for density in DENSITY_LEVELS)
 
 
-def task_id(rooms: int, k: int, seed: int) -> str:
-    return f"tmg-r{rooms}-k{k}-s{seed}"
+def task_id(p: LayoutParams, seed: int) -> str:
+    extra = ("" if p.locked_room_prob == 0.5 else f"-p{p.locked_room_prob:g}") + (
+        "-u" if p.uniform_placement else "")
+    return f"tmg-r{p.rooms}-k{p.objs_per_room}{extra}-s{seed}"
 
 
 def generate_task(params: dict[str, Any], seed: int) -> Task:
@@ -42,7 +44,7 @@ def generate_task(params: dict[str, Any], seed: int) -> Task:
         run = solve_layout(layout)
         out.update(oracle_length=run.length, difficulty=difficulty(run.length),
                    bot_failure=run.failure)
-    return Task("textminigrid", out, seed=int(seed), id=task_id(p.rooms, p.objs_per_room, seed),
+    return Task("textminigrid", out, seed=int(seed), id=task_id(p, seed),
                 split=str(params.get("split", "test")))
 
 

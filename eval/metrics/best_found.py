@@ -3,7 +3,7 @@
 The episode is replayed from its actions (invalid attempts included, so the §3.6 retry counters
 replay too) on a fresh env of the task. Returned keys:
 
-* ``normalised_reward`` — r = R / OPT, the figure every table of the paper reports;
+* ``normalized_reward`` — r = R / OPT, the figure every table of the paper reports;
 * ``best_value`` (R, the best value any valid query returned; 0 if none) and ``optimum`` (OPT);
 * ``valid_queries``, ``invalid_attempts``, ``ended_early`` (1 when the episode ended before the
   budget was spent: retries exhausted or STOP) — protocol health;
@@ -39,7 +39,7 @@ def episode_metrics(task: Task, episode: dict[str, Any]) -> dict[str, Any]:
     env = replay(task, list(episode.get("actions", [])))
     r = env.grade()
     out: dict[str, Any] = {
-        "normalised_reward": r,
+        "normalized_reward": r,
         "best_value": env.best_value,
         "optimum": env.optimum,
         "simple_regret": 1.0 - r,
