@@ -74,7 +74,7 @@ class Context:
 
 
 # --- parsing -----------------------------------------------------------------------------------
-_FENCE = re.compile(r"```[a-zA-Z]*\n?(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```(?:[a-zA-Z]*\n)?(.*?)```", re.DOTALL)
 
 
 def extract_action_text(text: str, phrase: str = ANSWER_PHRASE) -> str | None:

@@ -272,6 +272,7 @@ class SearchAgent(BaseAgent):
         return {"t": episode.t, "task_id": episode.task.id, "episode": episode.key,
                 "env": episode.task.env, "agent": self.name, "agent_kind": self.kind,
                 "uses_oracle": self.uses_oracle, "decision": kind, "usage": usage,
+                "value_scale": getattr(self.value, "scale", "unit"),
                 "prompts_version": PROMPTS_VERSION,
                 "search_config": asdict(self.config.search), **self.info}
 

@@ -59,7 +59,7 @@ def el_data(tmp_path_factory):
 
 def tiny_config(root, **kw):
     base = dict(model=f"tiny:{root.parent / 'tiny-model'}", data=str(root / "data" / "el"),
-                output_dir=str(root / "out"), max_length=768, max_steps=24, batch_size=4,
+                output_dir=str(root / "out"), max_length=256, max_steps=24, batch_size=4,
                 grad_accum=1, learning_rate=3e-3, lr_scheduler="constant", logging_steps=4,
                 save_checkpoints=False, lora={"r": 8, "alpha": 16, "dropout": 0.0}, seed=0)
     return TrainConfig(**{**base, **kw})
@@ -87,7 +87,8 @@ def test_training_lowers_the_loss(trained):
     cfg, result = trained
     losses = result.losses
     assert len(losses) >= 4 and result.metrics["global_step"] == cfg.max_steps
-    assert sum(losses[-2:]) / 2 < 0.8 * sum(losses[:2]) / 2
+    first, last = sum(losses[:2]) / 2, sum(losses[-2:]) / 2
+    assert last < first - 0.5, losses  # nats per token; a random model starts near ln(2048)
     assert (result.output_dir / "adapter_config.json").exists()
     assert (result.output_dir / "clew_train.json").exists()
 

@@ -1,0 +1,203 @@
+"""Policy and single-agent value roles with the fake LM (spec_002 §1.3, §2.1, §2.2, §2.4, §2.5,
+§8.1, Appendix C.1)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from clew.agents.lm.base import LMError
+from clew.agents.lm.fake import FakeLM
+from clew.agents.policy import LMPolicy, Proposal, merge_samples
+from clew.agents.prompts import Context, extract_action_text, policy_messages
+from clew.agents.usage import UsageByRole
+from clew.agents.value import (
+    SingleValue, ValueCache, ValueCallError, aggregate, parse_status,
+)
+
+
+class Grammar:
+    """Parsing side of an env: actions are single lowercase words from a fixed set."""
+
+    name = "grammar"
+
+    def __init__(self, actions=("a", "b", "c", "d", "e", "stop")):
+        self.actions = set(actions)
+
+    def parse_action(self, text):
+        t = text.strip().lower()
+        return t if t in self.actions else None
+
+    def canonical(self, action):
+        return action.strip().lower()
+
+    def is_stop(self, action):
+        return action == "stop"
+
+
+def ctx(**kw) -> Context:
+    base = dict(task="Reach the goal.", observations=["o0"], action_help="a, b, c, d, e, stop",
+                env=Grammar(), task_id="t1")
+    base.update(kw)
+    return Context(**base)
+
+
+def completion(action: str, why: str = "thinking") -> str:
+    return f"{why}\nNext action:\n```\n{action}\n```"
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+# --- policy ----------------------------------------------------------------------------------
+def test_priors_from_sample_frequencies_top_b():
+    """§1.16 test 1: {A×9, B×5, C×3, D×2, E×1}, b = 3 -> A, B, C with 9/17, 5/17, 3/17."""
+    keys = ["a"] * 9 + ["b"] * 5 + ["c"] * 3 + ["d"] * 2 + ["e"]
+    order = [1, 0, 2, 0, 3, 1, 0, 4, 0, 1, 2, 0, 0, 1, 3, 0, 2, 0, 1, 0]   # interleaved
+    pool = {k: [i for i, x in enumerate(keys) if x == k] for k in "abcde"}
+    texts, used = [], {k: 0 for k in "abcde"}
+    for letter in order:
+        k = "abcde"[letter]
+        texts.append(completion(k, f"sample {len(texts)}"))
+        used[k] += 1
+    assert used == {k: len(v) for k, v in pool.items()}
+    lm = FakeLM(texts)
+    usage = UsageByRole()
+    props = run(LMPolicy(lm, branching_factor=3).propose(ctx(), usage=usage))
+    assert [p.key for p in props] == ["a", "b", "c"]
+    assert [p.prior for p in props] == pytest.approx([9 / 17, 5 / 17, 3 / 17])
+    assert props[0].raw == texts[order.index(0)]           # first sample producing the key
+    # one request with n = max(2b, 20) samples
+    assert len(lm.calls) == 1 and lm.calls[0].sampling.n == 20 and lm.calls[0].role == "policy"
+    assert lm.calls[0].sampling.temperature == 1.0 and lm.calls[0].sampling.top_p == 0.95
+    assert usage["policy"].calls == 1
+
+
+def test_merge_ties_keep_first_appearance_and_drop_unparsed():
+    samples = [Proposal("b", "b", "1"), Proposal(None, "", "junk"), Proposal("a", "a", "2"),
+               Proposal("a", "a", "3"), Proposal("b", "b", "4"), Proposal("c", "c", "5")]
+    out = merge_samples(samples, 2)
+    assert [(p.key, p.count, p.raw) for p in out] == [("b", 2, "1"), ("a", 2, "2")]
+    assert sum(p.prior for p in out) == pytest.approx(1.0)
+
+
+def test_n_samples_is_at_least_twice_b():
+    lm = FakeLM(lambda req, i: completion("a"))
+    run(LMPolicy(lm, branching_factor=15).propose(ctx()))
+    assert lm.calls[0].sampling.n == 30
+
+
+def test_unparseable_completions_give_no_proposal():
+    lm = FakeLM(lambda req, i: "I will move somewhere")
+    assert run(LMPolicy(lm).propose(ctx())) == []
+
+
+def test_action_extraction_rules():
+    # the fenced block after the LAST answer phrase, even if reasoning quotes an action
+    text = "Maybe ```b``` is good.\nNext action: no wait.\nNext action:\n```\nc\n```"
+    assert extract_action_text(text) == "c"
+    assert extract_action_text("I think ```a``` then ```d```") == "d"   # no phrase: last fence
+    assert extract_action_text("Next action: e") == "e"                  # phrase, no fence
+    assert extract_action_text("nothing here") is None
+
+
+def test_policy_prompt_reflections_and_examples():
+    c = ctx(examples=[("example user", "example assistant")])
+    plain = policy_messages(c)
+    assert "REFLECTIONS" not in plain[-1]["content"]
+    assert any(m["content"] == "example user" for m in plain)
+    refl = [{"id": "r1", "task_text": "other task", "action_raw": "did x", "reflection": "lesson"}]
+    msgs = policy_messages(c, refl)
+    assert "REFLECTIONS" in msgs[0]["content"]                      # system variant with the rule
+    assert msgs[-1]["content"].startswith("REFLECTIONS")           # block first in last user turn
+    assert "OBJECTIVE (1): other task" in msgs[-1]["content"]
+    long = ctx(observations=["o0", "o1", "o2"], actions=["a", "b"], raws=["r0", "r1"],
+               examples=[("example user", "example assistant")])
+    msgs = policy_messages(long)
+    assert not any(m["content"] == "example user" for m in msgs)   # >= 2 actions: no examples
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert msgs[2]["content"] == "r0"                               # raw completions as history
+    assert msgs[0]["content"] == policy_messages(ctx())[0]["content"]   # shared prefix first
+
+
+# --- value ----------------------------------------------------------------------------------
+def test_status_parsing_and_scales():
+    """Appendix C.1."""
+    assert parse_status("Thoughts: ok\nSTATUS CODE: B") == "B"
+    assert parse_status("status code: B") is None             # case-sensitive marker
+    assert parse_status("STATUS CODE: b") is None             # case-sensitive letter
+    assert parse_status("STATUS CODE: C ... STATUS CODE: A") == "C"
+    assert aggregate(["B"], "unit", "skip")[0] == 0.9
+    assert aggregate(["B"], "signed", "skip")[0] == 0.7
+    assert aggregate(["A", None], "unit", "skip") == (1.0, 1, False)
+    assert aggregate(["A", None], "unit", "zero") == (0.5, 1, False)
+    assert aggregate([None, None], "unit", "skip") == (0.0, 2, True)
+    assert aggregate(["D", "E"], "signed", "skip")[0] == pytest.approx(-0.6)
+
+
+def grader(letters):
+    def respond(req, i):
+        if req.role != "value":
+            raise AssertionError(req.role)
+        if "RUBRIC" not in req.messages[-1]["content"] and "<rubric>" in req.messages[-1]["content"]:
+            return "<rubric>\n- the goal is reached\n</rubric>"
+        return f"Thoughts: sample {i}\nSTATUS CODE: {letters[i % len(letters)]}"
+    return respond
+
+
+def test_single_value_one_request_n_samples_averaged():
+    lm = FakeLM(grader(["A", "C", "E", "garbage"]))
+    usage = UsageByRole()
+    vf = SingleValue(lm, n=8, rubric=False)
+    rec = run(vf.evaluate(ctx(observations=["o0", "o1"], actions=["a"]), usage=usage))
+    assert len(lm.calls) == 1 and lm.calls[0].sampling.n == 8
+    # i = 0..7 -> A C E junk A C E junk: junk skipped
+    assert rec.v == pytest.approx((1.0 + 0.5 + 0.0) / 3)
+    assert rec.n_parse_fail == 2 and not rec.all_failed
+    assert usage["value"].calls == 1
+
+
+def test_rubric_written_once_per_task_and_shown():
+    lm = FakeLM(grader(["B"]))
+    vf = SingleValue(lm, n=3, rubric=True)
+    c1 = ctx(observations=["o0", "o1"], actions=["a"])
+    c2 = ctx(observations=["o0", "o2"], actions=["b"])
+    run(vf.evaluate(c1))
+    run(vf.evaluate(c2))
+    rubric_calls = [r for r in lm.calls if r.sampling.n == 1]
+    assert len(rubric_calls) == 1 and rubric_calls[0].sampling.temperature == 0.0
+    grading = [r for r in lm.calls if r.sampling.n == 3]
+    assert len(grading) == 2 and all("the goal is reached" in r.messages[-1]["content"]
+                                     for r in grading)
+
+
+def test_failing_value_call_is_retried_then_raises_never_zero():
+    attempts = []
+
+    def flaky(req, i):
+        attempts.append(i)
+        raise LMError("server down")
+    vf = SingleValue(FakeLM(flaky), n=4, rubric=False, retries=2)
+    with pytest.raises(ValueCallError, match="3 attempt"):
+        run(vf.evaluate(ctx()))
+    assert len(attempts) == 3                       # first try + 2 retries
+
+    script = [LMError("blip")] + ["Thoughts: x\nSTATUS CODE: A"] * 4
+    lm = FakeLM(script)
+    rec = run(SingleValue(lm, n=4, rubric=False, retries=2).evaluate(ctx()))
+    assert rec.v == 1.0 and len(lm.calls) == 2       # recovered on the retry
+
+
+def test_value_cache_keys():
+    a = ctx(observations=["o0", "o1"], actions=["a"])
+    same = ctx(observations=["o0", "o1"], actions=["a"])
+    other = ctx(observations=["o0", "o1"], actions=["b"])
+    k = ValueCache.key(a, "cfg")
+    assert k == ValueCache.key(same, "cfg")
+    assert k != ValueCache.key(other, "cfg")
+    assert k != ValueCache.key(a, "cfg2")
+    assert k != ValueCache.key(a, "cfg", ["refl-1"])
+    stop = ctx(observations=["o0", "o1"], actions=["a"], final_action="stop")
+    assert k != ValueCache.key(stop, "cfg")
