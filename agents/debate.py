@@ -20,7 +20,12 @@ from clew.agents.policy import derive_seed, lm_call
 from clew.agents.prompts import Context, argument_messages, judge_messages
 from clew.agents.usage import UsageByRole
 from clew.agents.value import (
-    ValueCallError, ValueRecord, aggregate, config_hash, parse_status, scale_bounds,
+    ValueCallError,
+    ValueRecord,
+    aggregate,
+    config_hash,
+    parse_status,
+    scale_bounds,
 )
 
 ORDERS = ("oppose_first", "support_first")
@@ -42,10 +47,10 @@ class DebateValue:
         if judge_samples_per_order < 1:
             raise ValueError("value.debate.judge_samples_per_order must be >= 1")
         self.lm = lm
-        self.argue = dict(temperature=argue_temperature, top_p=argue_top_p,
-                          max_tokens=argue_max_tokens)
-        self.judge = dict(temperature=judge_temperature, top_p=judge_top_p,
-                          max_tokens=judge_max_tokens)
+        self.argue = {"temperature": argue_temperature, "top_p": argue_top_p,
+                          "max_tokens": argue_max_tokens}
+        self.judge = {"temperature": judge_temperature, "top_p": judge_top_p,
+                          "max_tokens": judge_max_tokens}
         self.k = judge_samples_per_order
         self.window, self.scale, self.parse_failure = window, scale, parse_failure
         self.retries, self.reflection_max_words = retries, reflection_max_words

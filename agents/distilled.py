@@ -19,15 +19,18 @@ every valid forward step creates the next id; a backtrack cuts the path back to 
 
 Decisions:
 
-* The task text is ``env.instructions()`` in the first user turn; the system prompt holds only
-  what is common to the env family (role, action grammar, rules), so it is one shared prefix.
+* The task text g is ``env.instructions()``, in the system prompt (as in §8.1,
+  :mod:`clew.agents.prompts`) and after ``TASK:`` in the first user turn (§6.11).
+* Answers are parsed by the shared policy parser (``extract_action_text``, D30); an answer
+  whose action is ``backtrack S<k>`` / ``backtrack`` becomes a runner backtrack decision.
 * After a valid backtrack the user turn shows ``env.observation()`` of the restored state, not
   the runner's note, so the format does not depend on the runner's wording.
 * A bare ``backtrack`` means the state before the current one on the path (§6.10).
-* An answer without a parsable action is still sent to the env (the fenced text, or ``""``): the
+* An answer without a valid action is still sent to the env (whatever the parser found): the
   env rejects it as an invalid step, which is how the runner counts format failures.
-* History longer than ``max_history_pairs`` (observation, action) pairs keeps the first 2 and the
-  last ``max_history_pairs - 2`` pairs: the same elision as the EL samples (§6.8, §8.1).
+* History longer than ``max_history_pairs`` (observation, action) pairs, the current one
+  included, keeps the first 2 and the last ``max_history_pairs - 2``: the elision of the training
+  samples (§6.8: 8 = 2 + 6), so the model sees at inference what it was trained on.
 """
 
 from __future__ import annotations
@@ -38,11 +41,10 @@ from typing import Any, Literal
 
 from clew.agents.base import BaseAgent, Decision, Episode, StepRecord
 from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
+from clew.agents.prompts import ANSWER_PHRASE, Context, extract_action_text, policy_messages
 from clew.envs.base import Env
 
-ANSWER_PHRASE = "Next action:"
 BACKTRACK_RE = re.compile(r"^\s*backtrack(?:\s+S?(\d+))?\s*$", re.IGNORECASE)
-_FENCE_RE = re.compile(r"```[^\n`]*?\n?(.*?)```", re.DOTALL)
 
 BACKTRACK_TURN = ("This branch is not leading toward the goal, so I will return to an earlier "
                   "state and try a different option.")
@@ -52,15 +54,8 @@ Format = Literal["el", "il"]
 
 # --- answers ----------------------------------------------------------------------------------
 def extract_action(text: str, phrase: str = ANSWER_PHRASE) -> str | None:
-    """The action of a completion (spec_002 §8.1, D30): the first fenced block after the last
-    answer phrase; without the phrase, the last fenced block; ``None`` when there is none."""
-    at = text.rfind(phrase)
-    if at >= 0:
-        m = _FENCE_RE.search(text, at + len(phrase))
-        if m:
-            return m.group(1).strip()
-    blocks = _FENCE_RE.findall(text)
-    return blocks[-1].strip() if blocks else None
+    """The action text of a completion: the shared policy parser (§8.1, D30)."""
+    return extract_action_text(text, phrase)
 
 
 def parse_backtrack(action: str | None) -> tuple[bool, int | None]:
@@ -75,44 +70,45 @@ def parse_backtrack(action: str | None) -> tuple[bool, int | None]:
 
 
 def answer(action: str, phrase: str = ANSWER_PHRASE) -> str:
-    """The fixed answer line for ``action``."""
+    """The answer line for ``action``, as spec_002 §6.7 writes it."""
     return f"{phrase} ```{action}```"
 
 
 # --- prompts and turns ------------------------------------------------------------------------
 def system_prompt(env: Env, fmt: Format = "el", backtrack: bool | None = None) -> str:
-    """Explorer system prompt (§8.7) for ``el``; the plain policy prompt (§8.1) for ``il``."""
+    """Explorer system prompt (§8.7) for ``el``; for ``il`` the standard policy system prompt
+    of §8.1 (:mod:`clew.agents.prompts`) without examples and reflections (§6.8)."""
+    task, grammar = env.instructions(), env.action_help()
+    if fmt == "il":
+        ctx = Context(task=task, observations=[""], action_help=grammar)
+        return policy_messages(ctx, icl_max_history_actions=0)[0]["content"]
     if backtrack is None:
-        backtrack = fmt == "el" and env.flags.supports_backtrack
-    lines = [
-        "You are an autonomous agent that solves tasks in a text environment by issuing actions.",
-        "Each turn you receive the task (first turn only), the id [S<k>] and observation of your "
-        "current state, and your previous action.",
-        "",
-        env.action_help(),
+        backtrack = env.flags.supports_backtrack
+    if backtrack:
+        grammar += ("\nbacktrack S<k>: return to the earlier state S<k> on your current path "
+                    "(the world goes back to how it was there; the step still counts).")
+    rules = [
+        "Issue exactly one action per turn, and only actions that are valid in the current "
+        "observation.",
+        "When unsure, explore to gather information; think about the consequences of an action "
+        "before taking it.",
     ]
     if backtrack:
-        lines += [
-            "You may also return to an earlier state on your current path with "
-            "`backtrack S<k>`, where S<k> is the id shown with that state.",
-        ]
-    lines += ["", "Rules:", "- Issue exactly one action per turn, valid in the current state."]
-    if fmt == "el":
-        lines += [
-            "- When unsure, explore to gather information; think about the consequences of an "
-            "action before taking it.",
-        ]
-        if backtrack:
-            lines.append("- Whenever the current branch looks wrong, backtrack to an earlier "
-                         "state and try something else.")
-        lines.append("- Start each turn with 'Assessment:' about the current state, then reason, "
-                     "then give the action.")
-    else:
-        lines.append("- Reason step by step about the task and the history before acting; "
-                     "try to finish in few actions.")
-    lines.append(f"- End with '{ANSWER_PHRASE}' followed by the action in triple backticks, "
-                 f"e.g. {answer('ACTION')}; write nothing after it.")
-    return "\n".join(lines)
+        rules.append("Whenever the current branch looks wrong, backtrack to an earlier state "
+                     "and try a different option.")
+    rules += [
+        "Start each reply with \"Assessment:\" on how promising the current state is, then "
+        "reason, then give the action.",
+        f"End your reply with the phrase \"{ANSWER_PHRASE}\" followed by the action inside a "
+        "triple-backtick fence, and write nothing after it.",
+        "When the task is done, issue the completion action if the environment has one.",
+    ]
+    return (
+        "You are an autonomous agent that explores a text environment and solves tasks by "
+        "issuing actions.\nEach turn you receive the task (first turn), the id [S<k>] and the "
+        "observation of your current state, and your previous action.\n\n"
+        f"ENVIRONMENT:\n{task}\n\nACTIONS:\n{grammar}\n\nRULES:\n"
+        + "\n".join(f"{i}. {r}" for i, r in enumerate(rules, 1)))
 
 
 def first_user(env: Env, sid: int, obs: str) -> str:
@@ -133,20 +129,22 @@ def invalid_user(sid: int, obs: str, action: str) -> str:
             f"PREVIOUS ACTION: {action or '(none)'}")
 
 
-def elide(messages: list[Message], max_pairs: int | None, keep_first: int = 2) -> list[Message]:
-    """Keep the system turn, the first ``keep_first`` and the last ``max_pairs - keep_first``
-    (user, assistant) pairs, plus a trailing user turn (§6.8 elision; no marker at the cut)."""
-    if max_pairs is None:
+def elide(messages: list[Message], keep_first: int = 2, keep_last: int | None = 6
+          ) -> list[Message]:
+    """Keep the system turn, the first ``keep_first`` and the last ``keep_last`` (user,
+    assistant) pairs when there are more (§6.8 elision, no marker at the cut; §8.1 history).
+
+    A trailing user turn (a prompt awaiting its answer) counts as a pair, so a prompt at
+    inference is elided exactly like the training sample that ends with its answer."""
+    if keep_last is None:
         return list(messages)
     head = [m for m in messages[:1] if m["role"] == "system"]
     body = messages[len(head):]
-    pairs = [body[i:i + 2] for i in range(0, len(body) - 1, 2)]
-    tail = body[len(pairs) * 2:]
-    if len(pairs) <= max_pairs:
+    pairs = [body[i:i + 2] for i in range(0, len(body), 2)]
+    if len(pairs) <= keep_first + keep_last:
         return list(messages)
-    keep_last = max_pairs - keep_first
-    kept = pairs[:keep_first] + (pairs[-keep_last:] if keep_last > 0 else [])
-    return head + [m for p in kept for m in p] + tail
+    kept = pairs[:keep_first] + pairs[len(pairs) - keep_last:]
+    return head + [m for p in kept for m in p]
 
 
 # --- the agent --------------------------------------------------------------------------------
@@ -180,6 +178,8 @@ class DistilledAgent(BaseAgent):
                  temperature: float = 0.7, top_p: float = 0.9, max_tokens: int = 384,
                  greedy: bool = False, seed: int | None = 0, max_history_pairs: int | None = 8,
                  label: str | None = None, model_options: dict[str, Any] | None = None):
+        if max_history_pairs is not None and max_history_pairs < 3:
+            raise ValueError("distilled agent: max_history_pairs must be >= 3 (or null)")
         if format not in ("el", "il"):
             raise ValueError(f"distilled agent: format must be 'el' or 'il', got {format!r}")
         self.model = model
@@ -222,7 +222,8 @@ class DistilledAgent(BaseAgent):
     async def act(self, episode: Episode) -> Decision:
         chat = self._chat(episode)
         seed = None if self.seed is None else self.seed * 100_003 + episode.t
-        request = ChatRequest(elide(chat.messages, self.max_history_pairs),
+        keep_last = None if self.max_history_pairs is None else self.max_history_pairs - 2
+        request = ChatRequest(elide(chat.messages, 2, keep_last),
                               Sampling(n=1, seed=seed, **self.sampling), role="policy")
         completion = (await self.lm.generate([request]))[0][0]
         episode.usage.record("policy", completion.usage)

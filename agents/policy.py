@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError, Sampling, request_usage
+from clew.agents.lm.base import (
+    ChatRequest,
+    Completion,
+    LanguageModel,
+    LMError,
+    Sampling,
+    request_usage,
+)
 from clew.agents.prompts import Context, extract_action_text, policy_messages
 from clew.agents.usage import UsageByRole
 
@@ -90,7 +97,7 @@ class LMPolicy:
         self.lm = lm
         self.b = branching_factor
         self.n = max(2 * branching_factor, n_samples_min)
-        self.sampling = dict(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        self.sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
         self.retries = retries
         self.reflection_max_words = reflection_max_words
 

@@ -20,7 +20,8 @@ Decisions:
   while the trajectory has fewer than 2 actions (§8.1); envs without it get none.
 * Parsing of policy output (§8.1, D30): the first fenced block after the last answer phrase; if the
   phrase is missing, the last fenced block; if there is no fence after the phrase, the rest of its
-  line. The text goes to ``env.parse_action``.
+  line; with neither phrase nor fence, the whole completion (envs own their grammar, and some ask
+  for a bare JSON object). The text goes to ``env.parse_action``.
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ def extract_action_text(text: str, phrase: str = ANSWER_PHRASE) -> str | None:
         line = after.strip().splitlines()[0] if after.strip() else ""
         return line.strip().strip("`").strip() or None
     fences = _FENCE.findall(text)
-    return fences[-1].strip() if fences else None
+    if fences:
+        return fences[-1].strip()
+    return text.strip() or None
 
 
 # --- shared pieces -----------------------------------------------------------------------------
@@ -102,12 +105,12 @@ GENERIC_CRITERIA = (
 
 def _policy_system(ctx: Context, with_reflections: bool) -> str:
     rules = [
-        "Issue exactly one action per turn, and only actions that are valid in the current "
-        "observation.",
+        ("Issue exactly one action per turn, and only actions that are valid in the current "
+         "observation."),
         "Try to finish the task in as few actions as possible.",
         "Think step by step about the task, the observation and the history before acting.",
-        f"End your reply with the phrase \"{ANSWER_PHRASE}\" followed by the action inside a "
-        "triple-backtick fence, and write nothing after it.",
+        (f"End your reply with the phrase \"{ANSWER_PHRASE}\" followed by the action inside a "
+         "triple-backtick fence, and write nothing after it."),
         "When the task is done, issue the completion action if the environment has one.",
     ]
     if with_reflections:
@@ -254,7 +257,7 @@ def value_reflection_block(refls: Sequence[dict[str, Any]], max_words: int = 128
         if i > 1:
             parts.append("#####")
         parts += [f"OBJECTIVE ({i}): {r.get('task_text', '')}",
-                  f"(the agent's actions and the arguments of that case are omitted)",
+                  "(the agent's actions and the arguments of that case are omitted)",
                   f"REFLECTION ({i}): {truncate_words(r.get('reflection', ''), max_words)}"]
     return "\n".join(parts)
 
@@ -330,8 +333,8 @@ def judge_messages(ctx: Context, support: str, oppose: str, order: str, window: 
     pro = f"REASONS THE AGENT IS ON TRACK:\n{support}"
     con = f"REASONS THE AGENT IS NOT ON TRACK:\n{oppose}"
     args = [con, pro] if order == "oppose_first" else [pro, con]
-    tail = ["Reminders: an agent may only issue actions valid in the latest observation; a "
-            "completion action means the agent claims it is done.",
+    tail = [("Reminders: an agent may only issue actions valid in the latest observation; a "
+             "completion action means the agent claims it is done."),
             *args,
             "Either argument may be wrong: decide independently from the evidence."]
     if reflections:

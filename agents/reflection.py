@@ -34,8 +34,13 @@ from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling
 from clew.agents.memory import ReflectionMemory, text_hash
 from clew.agents.policy import derive_seed, lm_call
 from clew.agents.prompts import (
-    Context, contrast_messages, expectation_messages, judge_critique_messages,
-    pseudo_outcome_observation, value_contrast_messages, value_expectation_messages,
+    Context,
+    contrast_messages,
+    expectation_messages,
+    judge_critique_messages,
+    pseudo_outcome_observation,
+    value_contrast_messages,
+    value_expectation_messages,
 )
 from clew.agents.usage import UsageByRole
 from clew.agents.value import scale_bounds
@@ -168,7 +173,7 @@ class Reflector:
                  max_tokens: int = 384, expect_window: int = 2, retries: int = 1,
                  seed: int | None = None):
         self.lm = lm
-        self.sampling = dict(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        self.sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
         self.expect_window, self.retries, self.seed = expect_window, retries, seed
 
     async def _one(self, messages, usage: UsageByRole | None, *seed_parts) -> str:

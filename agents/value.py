@@ -154,7 +154,7 @@ class SingleValue:
         aggregate([], scale, parse_failure)
         self.lm = lm
         self.n, self.window, self.use_rubric = n, window, rubric
-        self.sampling = dict(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
+        self.sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
         self.scale, self.parse_failure, self.retries = scale, parse_failure, retries
         self.reflection_max_words = reflection_max_words
         self._rubrics: dict[str, str] = {}

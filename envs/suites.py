@@ -50,6 +50,7 @@ SUITES: dict[str, str] = {
     "gridmap-semantic": "clew.envs.gridmap.suites:gridmap_semantic",
     "textminigrid-45": "clew.envs.textminigrid.suites:textminigrid_45",
     "textminigrid-v1": "clew.envs.textminigrid.suites:textminigrid_v1",
+    "exploration-v1": "clew.envs.exploration_suite:exploration_v1",
 }
 
 _cache: dict[str, Suite] = {}

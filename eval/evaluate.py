@@ -23,7 +23,8 @@ RESUME_KEYS = ("agent", "agent_options", "suite", "repeats", "env_options", "max
 
 def default_out(cfg: EvalConfig) -> str:
     suite = cfg.suite.replace(":", "-").replace("/", "_")
-    return str(Path("runs") / f"{cfg.agent}-{suite}")
+    shard = f"-shard-{cfg.shard.replace('/', '-of-')}" if cfg.shard else ""
+    return str(Path("runs") / f"{cfg.agent}-{suite}{shard}")
 
 
 def select_tasks(cfg: EvalConfig):

@@ -144,7 +144,7 @@ def _key_order(config: dict[str, Any]) -> dict[str, int] | None:
 
     try:
         tasks = resolve(str(config.get("suite")))
-    except Exception:  # a moved task file or a suite of another version: fall back to keys
+    except Exception:  # noqa: BLE001 - a moved task file or a suite of another version: fall back to keys
         return None
     if config.get("limit"):
         tasks = tasks[: int(config["limit"])]

@@ -25,7 +25,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: reports are written on clusters and in CI
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,13 @@ Decisions:
 * The ReAct run given with ``--react`` is added to the comparison when it is not already one of
   the runs; "tokens vs ReAct" is the ratio of mean tokens per task.
 * Difficulty levels: any task parameter named in :data:`LEVEL_KEYS`, or ending in ``_level`` or
-  ``difficulty``, with scalar values and at least two distinct values over all episodes.
+  ``difficulty``, at the top of ``params`` or one dict deep (``layout.size``), with scalar values
+  and at least two distinct values over all episodes.
+* The normalised best-found reward is read as ``normalized_reward`` or ``normalised_reward``
+  (the spelling of :mod:`clew.eval.metrics.best_found`).
 * Nodes per tree: the search budget from ``agent_options`` (first key of :data:`NODE_KEYS`
-  found, nested dicts searched too); without one, the mean node count of the run's saved trees.
+  found, nested dicts searched too); without one, the mean node count of the run's saved trees
+  (an even sample of at most :data:`MAX_TREES_READ` files).
 * Gap shares are ratios of the mean gaps (the per-run averaging of spec_001 D12 needs several
   runs per agent; the metric module may report its own share columns, which are then shown too).
 """
@@ -68,6 +72,8 @@ METRIC_COLUMNS = (
     ("coverage", "coverage", 3),
 )
 GAP_KEYS = ("gap_total", "gap_exploration", "gap_exploitation")
+#: at most this many tree files are read to measure nodes per tree
+MAX_TREES_READ = 500
 
 
 class ReportError(ValueError):
@@ -254,7 +260,7 @@ def gaps_table(runs: list[Run]) -> Table | None:
     if not any(_present(runs, k) for k in GAP_KEYS):
         return None
     extra = sorted({k for r in runs for k in r.agg["mean"]
-                    if (k.startswith("gap_") or k.startswith("share_")) and k not in GAP_KEYS})
+                    if k.startswith(("gap_", "share_")) and k not in GAP_KEYS})
     header = ["run", "gap total", "gap exploration", "gap exploitation", "explore share",
               "exploit share"] + [k.replace("_", " ") for k in extra]
     rows = []
@@ -273,7 +279,7 @@ def gaps_table(runs: list[Run]) -> Table | None:
 
 
 def _is_level_key(k: str) -> bool:
-    return k in LEVEL_KEYS or k.endswith("_level") or k.endswith("difficulty")
+    return k in LEVEL_KEYS or k.endswith(("_level", "difficulty"))
 
 
 def task_levels(rec: dict[str, Any]) -> dict[str, Any]:
@@ -364,8 +370,11 @@ def nodes_per_tree(run: Run) -> tuple[float, str]:
         return configured, "config"
     from clew.search.tree import TreeFormatError, load_tree_dict
 
+    files = sorted((run.path / "trees").glob("*/*.json.gz"))
+    if len(files) > MAX_TREES_READ:  # an even sample is enough for a mean
+        files = files[:: len(files) // MAX_TREES_READ + 1]
     counts = []
-    for file in sorted((run.path / "trees").glob("*/*.json.gz")):
+    for file in files:
         try:
             counts.append(len(load_tree_dict(file).get("nodes", [])))
         except TreeFormatError as exc:

@@ -151,14 +151,18 @@ class RunDir:
     def finished_keys(self) -> set[str]:
         return {rec["key"] for rec in read_jsonl(self.episodes_file)}
 
-    def _append(self, file: Path, record: dict[str, Any]) -> None:
+    def _append(self, file: Path, *records: dict[str, Any]) -> None:
         with open(file, "a", encoding="utf-8") as f:
-            f.write(dumps(record) + "\n")
+            f.write("".join(dumps(r) + "\n" for r in records))
             f.flush()
             os.fsync(f.fileno())
 
     def append_episode(self, record: dict[str, Any]) -> None:
         self._append(self.episodes_file, record)
+
+    def append_episodes(self, records: list[dict[str, Any]]) -> None:
+        """Several finished episodes, one fsync (group commit)."""
+        self._append(self.episodes_file, *records)
 
     def append_error(self, record: dict[str, Any]) -> None:
         self._append(self.errors_file, record)

@@ -4,7 +4,8 @@ The page (inline CSS and JS, no network) shows the tree of one real step as nest
 rows. Each row is an edge and the node it leads to: action text (STOP / NONE marked), N, Q, prior
 P and V (the child's value), the sample count; the executed decision is highlighted. Clicking a
 row shows the node's observation, the raw completion, the reflections retrieved at its expansion
-and its value record. A replay steps through the search in order.
+(``retrieved_policy_refl``) and evaluation (``value_record["retrieved_reflection_ids"]``) and its
+value record. A replay steps through the search in order.
 
 Replay (spec_002 §1.14): step 0 is the tree after the free root expansion; step k is the tree
 after simulation k. A node appears at the first step whose traversal passes through it, N counts
@@ -177,7 +178,7 @@ li.tree-node.collapsed>ul.children{display:none}li.tree-node.hidden{display:none
 .toggle.leaf{visibility:hidden}
 .action{font-weight:bold}.stat{color:#555;margin-left:8px}
 .badge{font-size:0.8em;padding:0 4px;border-radius:3px;margin-left:6px;background:#eee}
-.badge.stop{background:#ffe0b3}.badge.unvisited{color:#888}.stub .row{color:#888}li.future>.row{color:#888}li.future>ul.children{display:none}.badge.none{background:#ffd6d6}.badge.term{background:#e0e0ff}
+.badge.stop{background:#ffe0b3}.badge.unvisited{color:#888}.stub .row{color:#888}li.future>.row{color:#888}li.future>ul.children{display:none}li.future>.row>.toggle{visibility:hidden}.badge.none{background:#ffd6d6}.badge.term{background:#e0e0ff}
 .decision>.row{background:#d9f7d9}.on-path>.row{outline:2px solid #f39c12}
 .new>.row .action{color:#c0392b}
 """
@@ -291,11 +292,15 @@ function select(nid){
   if (nd.incoming!==null && nd.incoming!==undefined && edges[nd.incoming].raw)
     section(box, 'raw completion', edges[nd.incoming].raw);
   section(box, 'observation', nd.obs===null||nd.obs===undefined ? '(none)' : nd.obs);
-  const refl = nd.retrieved_policy_refl||[];
-  box.appendChild(el('h3',null,'reflections retrieved ('+refl.length+')'));
-  const ul = el('ul','reflections'); box.appendChild(ul);
-  refl.forEach(id=>{ const li = el('li'); li.appendChild(el('b',null,id));
-    if (REFL[id]) li.appendChild(el('div',null,REFL[id])); ul.appendChild(li); });
+  const vr = nd.value_record||{};
+  const lists = [['policy reflections retrieved at expansion', nd.retrieved_policy_refl||[]],
+                 ['value reflections retrieved at evaluation', vr.retrieved_reflection_ids||[]]];
+  lists.forEach(([title, ids])=>{
+    box.appendChild(el('h3',null,title+' ('+ids.length+')'));
+    const ul = el('ul','reflections'); box.appendChild(ul);
+    ids.forEach(id=>{ const li = el('li'); li.appendChild(el('b',null,String(id)));
+      if (REFL[id]) li.appendChild(el('div',null,REFL[id])); ul.appendChild(li); });
+  });
   if (nd.value_record) section(box, 'value record', JSON.stringify(nd.value_record, null, 1));
   if (nd.info && Object.keys(nd.info).length) section(box, 'info', JSON.stringify(nd.info, null, 1));
   const known = new Set(['node_id','parent','incoming','depth','obs','edges','expanded','ns','value',

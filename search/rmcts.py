@@ -47,7 +47,7 @@ from clew.agents.reflection import ReflectionConfig, StepStat, TaskRecord, impro
 from clew.agents.usage import UsageByRole
 from clew.agents.value import ValueCache
 from clew.search.mcts import Evaluation, Limits, MCTSConfig, Transition, run_search
-from clew.search.tree import Edge, Node, Tree, tree_to_dict
+from clew.search.tree import Edge, Node, tree_to_dict
 
 ON_VALUE_ONE = ("commit_path_and_continue", "commit_path_and_end")
 
@@ -76,7 +76,7 @@ def env_context(env: Any, task_id: str) -> dict[str, Any]:
     task = env.instructions()
     try:
         criteria = env.instructions("criteria")
-    except Exception:  # envs that do not know the variant
+    except Exception:  # noqa: BLE001 - envs that do not know the variant may raise anything
         criteria = ""
     if criteria == task:
         criteria = ""
@@ -327,7 +327,7 @@ def _section(options: dict[str, Any], name: str) -> dict[str, Any]:
     if value is False:
         return {"enabled": False}
     if not isinstance(value, dict):
-        raise ValueError(f"agent option {name!r} must be a mapping, got {type(value).__name__}")
+        raise TypeError(f"agent option {name!r} must be a mapping, got {type(value).__name__}")
     return dict(value)
 
 
@@ -340,6 +340,9 @@ def _take(d: dict[str, Any], where: str, allowed: set[str]) -> dict[str, Any]:
 
 
 SEARCH_KEYS = set(MCTSConfig.__dataclass_fields__)
+LM_POLICY_KEYS = {"n_samples_min", "temperature", "top_p", "max_tokens", "retries"}
+HEURISTIC_POLICY_KEYS = {"prior", "n_samples", "oracle_temperature"}
+LM_VALUE_KEYS = {"kind", "scale", "parse_failure", "retries", "single", "debate"}
 
 
 def build_roles(options: dict[str, Any]) -> dict[str, Any]:
@@ -361,10 +364,11 @@ def build_roles(options: dict[str, Any]) -> dict[str, Any]:
     val = _section(options, "value")
     scale = val.get("scale", "unit")
     if roles == "heuristic":
-        hp = _take({k: v for k, v in pol.items()}, "policy",
+        # LM-only keys of a preset are ignored here, so one preset serves both kinds of roles
+        hp = _take({k: v for k, v in pol.items() if k not in LM_POLICY_KEYS}, "policy",
                    {"prior", "n_samples", "oracle_temperature"})
         policy = HeuristicPolicy(branching_factor=b, seed=seed, **hp)
-        hv = _take({k: v for k, v in val.items() if k not in ("kind", "scale")}, "value",
+        hv = _take({k: v for k, v in val.items() if k not in LM_VALUE_KEYS}, "value",
                    {"noise", "cap"})
         value = HeuristicValue(seed=seed, scale=scale, **hv)
         return {"policy": policy, "value": value, "reflector": TemplateReflector(), "lm": None}
@@ -382,9 +386,9 @@ def build_roles(options: dict[str, Any]) -> dict[str, Any]:
     per_role = options.get("role_models") or {}       # per-role overrides (D15)
     def role_lm(role: str):
         return load_model(per_role[role]) if role in per_role else lm
+    pol = {k: v for k, v in pol.items() if k not in HEURISTIC_POLICY_KEYS}
     policy = LMPolicy(role_lm("policy"), branching_factor=b,
-                      **_take(pol, "policy", {"n_samples_min", "temperature", "top_p",
-                                              "max_tokens", "retries"}))
+                      **_take(pol, "policy", LM_POLICY_KEYS))
     kind = val.get("kind", "single")
     common = {"scale": scale, "parse_failure": val.get("parse_failure", "skip"),
               "retries": int(val.get("retries", 2))}
@@ -436,7 +440,7 @@ def reflection_config(options: dict[str, Any], scale: str) -> ReflectionConfig |
 
 AGENT_KEYS = {"model", "model_options", "role_models", "roles", "seed", "search", "policy",
               "value", "reflection", "memory", "max_steps", "max_invalid_streak",
-              "on_value_one", "name", "order", "stop_eval", "dfs_order", "label"}
+              "on_value_one", "stop_eval", "dfs_order", "label"}
 
 
 def build_search_agent(default_name: str, options: dict[str, Any], algorithm: Any = None,
@@ -474,9 +478,10 @@ def build_search_agent(default_name: str, options: dict[str, Any], algorithm: An
                       policy_memory=policy_memory, value_memory=value_memory,
                       reflection=rcfg, seed=int(merged.get("seed", 0)))
     info = {"roles": "heuristic" if roles["lm"] is None else "lm",
-            "model": merged.get("model"), "value_kind": getattr(roles["value"], "kind", "?")}
+            "model": getattr(roles["lm"], "spec", None) if roles["lm"] is not None else None,
+            "value_kind": getattr(roles["value"], "kind", "?")}
     return SearchAgent(roles["policy"], roles["value"], cfg, reflector=roles["reflector"],
-                       memory=memory, name=merged.get("name") or default_name,
+                       memory=memory, name=merged.get("label") or default_name,
                        algorithm=algorithm, info=info)
 
 
@@ -539,5 +544,5 @@ def make_policy_agent(**options: Any) -> PolicyAgent:
     """``policy-only``: the roles' policy, one sample per step, no search and no memory."""
     _take(options, "policy-only", AGENT_KEYS)
     roles = build_roles(options)
-    return PolicyAgent(roles["policy"], name=options.get("name") or "policy-only",
+    return PolicyAgent(roles["policy"], name=options.get("label") or "policy-only",
                        seed=int(options.get("seed", 0)))

@@ -6,7 +6,6 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
-
 from clew.agents.lm.base import ChatRequest, LMError, Sampling
 from clew.agents.lm.calls import call, call_many
 from clew.agents.lm.fake import FakeLM

@@ -6,11 +6,10 @@ import asyncio
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
 from clew.agents.lm.base import ChatRequest, LMError, Sampling, request_usage
 from clew.agents.lm.hf import HFModel
 from clew.agents.lm.spec import load_model
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 PROMPTS = [f"move {w} to the key {i} and open the door" for i, w in
            enumerate(["up", "down", "left", "right", "up up", "back", "pick", "go"])]
@@ -147,6 +146,7 @@ def test_lora_adapter_changes_output_and_equals_the_merged_model(lively_model_di
     merged = PeftModel.from_pretrained(base, str(lively_lora_dir)).merge_and_unload()
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     plain = load_model(f"hf:{lively_model_dir}")
+    assert load_model(f"hf:{lively_model_dir}") is plain  # weights are loaded once per process
     differs = 0
     for text in PROMPTS[:3]:
         [c] = asyncio.run(lora.complete(greedy(text, max_tokens=16)))

@@ -10,7 +10,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from clew.agents.lm.base import ChatRequest, LMError, Sampling, request_usage
 from clew.agents.lm.spec import load_model
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from toyenv import LineEnv, line_task, register
-
 from clew.agents.base import Episode
 from clew.agents.lm.fake import FakeLM
 from clew.agents.react import ReActAgent, parse_completion
 from clew.envs.base import Observation, Task
-from clew.envs.registry import ENVS, generator, register as register_env
+from clew.envs.registry import ENVS, generator
+from clew.envs.registry import register as register_env
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from toyenv import LineEnv, line_task, register
 
 register()
 

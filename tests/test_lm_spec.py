@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from clew.agents.lm.base import ChatRequest, LMError
 from clew.agents.lm.fake import FakeLM
 from clew.agents.lm.spec import ModelSpec, ModelSpecError, load_model, parse_spec
@@ -20,7 +19,8 @@ from clew.agents.lm.spec import ModelSpec, ModelSpecError, load_model, parse_spe
     ("hf:/tmp/tiny+lora:/tmp/lora", ModelSpec("hf", "/tmp/tiny", "/tmp/lora")),
     ("openai:http://host:8000/v1#Qwen/Qwen2.5-7B-Instruct",
      ModelSpec("openai", "Qwen/Qwen2.5-7B-Instruct", url="http://host:8000/v1")),
-    ("openai:https://api.example.org/v1/", ModelSpec("openai", "", url="https://api.example.org/v1")),
+    ("openai:https://api.example.org/v1/",
+     ModelSpec("openai", "", url="https://api.example.org/v1")),
     ("fake:hello|world", ModelSpec("fake", "hello|world")),
     ("HF:/x", ModelSpec("hf", "/x")),
 ])
@@ -62,11 +62,10 @@ def test_fake_spec_cycles_its_texts():
     assert lm.spec == "fake:a|b|c"
 
 
-def test_language_model_passes_through_and_shared_models_are_cached():
+def test_language_model_passes_through_and_scripted_models_are_never_shared():
     fake = FakeLM(["x"])
     assert load_model(fake) is fake
-    assert load_model("fake:q", latency=0.0) is load_model("fake:q", latency=0.0)
-    assert load_model("fake:q", shared=False) is not load_model("fake:q", shared=False)
+    assert load_model("fake:q") is not load_model("fake:q")
 
 
 def test_vllm_backend_without_vllm_is_a_clear_error():

@@ -86,7 +86,7 @@ def test_conflicting_duplicates_are_an_error(toy_runs, tmp_path):
 def test_missing_shard_is_an_error_unless_allowed(toy_runs, tmp_path):
     with pytest.raises(MergeError, match="1/2 missing"):
         merge_shards([toy_runs["s0"]], tmp_path / "m")
-    merged, counts = merge_shards([toy_runs["s0"]], tmp_path / "m", allow_missing=True)
+    _, counts = merge_shards([toy_runs["s0"]], tmp_path / "m", allow_missing=True)
     assert counts["episodes"] == len(RunDir(toy_runs["s0"]).episodes()) == 8
 
 

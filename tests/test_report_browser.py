@@ -66,7 +66,9 @@ def test_report_page_shows_tables_and_plots(page, tmp_path):
 
 
 def test_tree_viewer_expands_nodes_and_replays(page, tmp_path):
-    tree = TREE
+    tree = dict(TREE, meta={"task_id": "line-0", "reflections": {"r1": "try the left door"}})
+    tree["nodes"] = [dict(n) for n in TREE["nodes"]]
+    tree["nodes"][0]["retrieved_policy_refl"] = ["r1"]
     path = tmp_path / "0.json.gz"
     save_tree(path, tree)
     page.goto(write_view(path).as_uri())
@@ -98,6 +100,9 @@ def test_tree_viewer_expands_nodes_and_replays(page, tmp_path):
     # clicking a row shows its observation
     page.click(f"li[data-node='{target}'] > .row .action")
     assert nodes[target]["obs"][:10] in page.locator("#details").inner_text()
+    # the root's details list the reflection retrieved at its expansion, with its text
+    page.click("li[data-node='0'] > .row .action")
+    assert "try the left door" in page.locator("#details").inner_text()
     # replay: at step 0 only the root and its edges; the first simulation visits one edge
     page.click("#expand-all")
     visible_final = page.locator("li.tree-node:visible").count()

@@ -7,14 +7,20 @@ import asyncio
 import copy
 
 import pytest
-
 from clew.agents.debate import DebateValue
 from clew.agents.lm.base import LMError
 from clew.agents.lm.fake import FakeLM
 from clew.agents.prompts import Context
 from clew.agents.reflection import (
-    NEG_INF, ReflectionConfig, Reflector, StepStat, TaskRecord, improve, pick_top,
-    policy_error_scores, value_error_scores,
+    NEG_INF,
+    ReflectionConfig,
+    Reflector,
+    StepStat,
+    TaskRecord,
+    improve,
+    pick_top,
+    policy_error_scores,
+    value_error_scores,
 )
 from clew.agents.usage import UsageByRole
 from clew.agents.value import ValueCallError

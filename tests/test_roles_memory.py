@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-
 from clew.agents.memory import Embedder, MemoryFormatError, ReflectionMemory
 
 
@@ -28,8 +27,7 @@ class AxisEmbedder:
             c = float(cos) if cos else 1.0
             v = np.zeros(self.dim, dtype=np.float32)
             v[0] = c
-            v[1 + (hash(name) % (self.dim - 1)) if False else 1 + (sum(map(ord, name)) % 7)] = \
-                math.sqrt(max(0.0, 1 - c * c))
+            v[1 + sum(map(ord, name)) % (self.dim - 1)] = math.sqrt(max(0.0, 1 - c * c))
             out.append(v)
         return np.stack(out)
 

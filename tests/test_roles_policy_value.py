@@ -6,14 +6,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from clew.agents.lm.base import LMError
 from clew.agents.lm.fake import FakeLM
 from clew.agents.policy import LMPolicy, Proposal, merge_samples
 from clew.agents.prompts import Context, extract_action_text, policy_messages
 from clew.agents.usage import UsageByRole
 from clew.agents.value import (
-    SingleValue, ValueCache, ValueCallError, aggregate, parse_status,
+    SingleValue,
+    ValueCache,
+    ValueCallError,
+    aggregate,
+    parse_status,
 )
 
 
@@ -37,8 +40,8 @@ class Grammar:
 
 
 def ctx(**kw) -> Context:
-    base = dict(task="Reach the goal.", observations=["o0"], action_help="a, b, c, d, e, stop",
-                env=Grammar(), task_id="t1")
+    base = {"task": "Reach the goal.", "observations": ["o0"], "action_help": "a, b, c, d, e, stop",
+                "env": Grammar(), "task_id": "t1"}
     base.update(kw)
     return Context(**base)
 
@@ -100,7 +103,8 @@ def test_action_extraction_rules():
     assert extract_action_text(text) == "c"
     assert extract_action_text("I think ```a``` then ```d```") == "d"   # no phrase: last fence
     assert extract_action_text("Next action: e") == "e"                  # phrase, no fence
-    assert extract_action_text("nothing here") is None
+    assert extract_action_text("  just c ") == "just c"      # neither: the env's parser decides
+    assert extract_action_text("   ") is None
 
 
 def test_policy_prompt_reflections_and_examples():

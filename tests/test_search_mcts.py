@@ -8,13 +8,19 @@ import random
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from clew.search.mcts import (
-    Evaluation, Limits, MCTSConfig, Transition, backup, best_root_edge, run_search, select,
+    Evaluation,
+    Limits,
+    MCTSConfig,
+    Transition,
+    backup,
+    best_root_edge,
+    run_search,
+    select,
 )
 from clew.search.tree import Tree
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 @dataclass

@@ -6,9 +6,14 @@ import gzip
 import json
 
 import pytest
-
 from clew.search.tree import (
-    SCHEMA, Tree, TreeFormatError, load_tree, save_tree, tree_from_dict, tree_to_dict,
+    SCHEMA,
+    Tree,
+    TreeFormatError,
+    load_tree,
+    save_tree,
+    tree_from_dict,
+    tree_to_dict,
 )
 
 

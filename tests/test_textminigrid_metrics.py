@@ -28,7 +28,7 @@ CORNER = hand_task((1, 1, 3), [Placed(3, 3, "ball", "red")], oracle_length=9, di
 
 
 def test_registered_for_textminigrid():
-    assert [m.name for m in metrics_for("textminigrid")] == ["textminigrid"]
+    assert "textminigrid" in [m.name for m in metrics_for("textminigrid")]
 
 
 def test_hand_computed_quantities():
@@ -96,11 +96,12 @@ def test_exact_replay_from_runner_records_equals_text_replay():
     task = Task("textminigrid", {"rooms": 4, "objs_per_room": 3}, seed=5, id="g")
     opts = {"max_actions": 5}
     rec = asyncio.run(run_episode(RandomAgent(seed=3), task, env_options=opts, max_steps=40))
-    assert rec["metrics"] == episode_metrics(task, rec)  # uses steps[i].info["executed"]
+    ep = episode_metrics(task, rec)  # uses steps[i].info["executed"]
+    assert {k: rec["metrics"][k] for k in ep} == ep
     text_only = episode_metrics(task, {"actions": rec["actions"], "env_options": opts})
-    assert text_only == rec["metrics"] or all(
+    assert text_only == ep or all(
         (a == b) or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
-        for a, b in zip(text_only.values(), rec["metrics"].values()))
+        for a, b in zip(text_only.values(), ep.values()))
     assert score_episode(task, rec)["steps"] == rec["metrics"]["steps"]
 
 

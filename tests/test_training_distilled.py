@@ -27,7 +27,7 @@ def test_answer_parsing_follows_the_answer_phrase():
     assert extract_action("I think `A` is bad.\nNext action: ```B```") == "B"
     assert extract_action("Next action: ```A``` then Next action:\n```\nC\n```") == "C"
     assert extract_action("no phrase ```A``` and ```B```") == "B"
-    assert extract_action("nothing fenced") is None
+    assert extract_action("") is None
     assert parse_backtrack("backtrack S3") == (True, 3)
     assert parse_backtrack("Backtrack") == (True, None)
     assert parse_backtrack("go back") == (False, None)
@@ -75,11 +75,42 @@ def test_history_elision_keeps_first_two_and_last_pairs():
     msgs = [{"role": "system", "content": "s"}]
     for i in range(10):
         msgs += [{"role": "user", "content": f"u{i}"}, {"role": "assistant", "content": f"a{i}"}]
-    msgs.append({"role": "user", "content": "u10"})
-    kept = [m["content"] for m in elide(msgs, 8)]
+    kept = [m["content"] for m in elide(msgs, 2, 6)]
     assert kept == ["s", "u0", "a0", "u1", "a1"] + [x for i in range(4, 10)
-                                                    for x in (f"u{i}", f"a{i}")] + ["u10"]
-    assert elide(msgs, None) == msgs
+                                                    for x in (f"u{i}", f"a{i}")]
+    prompt = msgs + [{"role": "user", "content": "u10"}]   # the pending turn counts as a pair
+    assert [m["content"] for m in elide(prompt, 2, 6)][-3:] == ["u9", "a9", "u10"]
+    assert len(elide(prompt, 2, 6)) == 1 + 2 * 8 - 1
+    assert elide(msgs, 2, None) == msgs
+
+
+def test_elided_prompts_at_inference_equal_elided_training_samples():
+    """With history elision on, every request of the agent is its training sample's context."""
+    from training_toys import raw as rawc
+
+    from clew.search.tree import Tree
+    from clew.training.flatten import make_samples
+
+    tree0, record, task = worked_example()
+    tree1 = Tree.with_root("<s2>")
+    g = tree1.new_edge(tree1.root, "G", "G", raw=rawc("G"), prior=0.8)
+    h = tree1.new_edge(tree1.root, "H", "H", raw=rawc("H"), prior=0.2)
+    for e, obs in ((g, "<s4>"), (h, "<s6>")):
+        tree1.new_node(tree1.root, e, obs=obs).value = 0.3
+    tree1.traversals, tree1.decision_kind, tree1.decision_edges = [[0], [1]], "single", [1]
+    task = type(task)(task.env, {**task.params, "goal": "BH"}, id="ex3")
+    record = {**record, "task": task.to_dict(), "actions": ["B", "H"],
+              "steps": record["steps"] + [{"action": "H", "valid": True, "obs": "<s6>"}]}
+    chat = teacher_force(TreeEnv(), task, el_turns(flatten_episode(record, {0: tree0, 1: tree1})),
+                         root=tree0.root)
+    samples, _ = make_samples(chat, keep_first=2, keep_last=2)
+    assert len(samples) == 7
+    lm = FakeLM([m["content"] for m in chat.messages if m["role"] == "assistant"])
+    asyncio.run(run_episode(DistilledAgent(lm, max_history_pairs=4), task, max_steps=10))
+    assert len(lm.calls) == 7
+    for call, sample in zip(lm.calls, samples):
+        context = [{k: v for k, v in m.items() if k != "weight"} for m in sample.messages[:-1]]
+        assert call.messages == context
 
 
 def test_registered_as_distilled():

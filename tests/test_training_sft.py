@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 import pytest
 from training_toys import write_run
@@ -11,7 +13,9 @@ from clew.agents.lm.base import ChatRequest, Sampling
 from clew.envs import registry
 from clew.scripts.cli import main
 from clew.training.datasets import DataConfig, build_datasets, save_datasets
-from clew.training.sft import TrainConfig, build_trainer, to_prompt_completion, train
+from clew.training.sft import TrainConfig, TrainResult, build_trainer, to_prompt_completion
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "train"
 
 
 def msg(role, content, weight=None):
@@ -31,6 +35,16 @@ def test_weights_become_prompt_and_completion():
     with pytest.raises(ValueError, match="row 7: assistant message 3 has weight 0"):
         to_prompt_completion([msg("user", "u"), msg("assistant", "a", 1), msg("user", "v"),
                               msg("assistant", "b", 0)], "row 7")
+
+
+def test_shipped_configs_are_valid():
+    from clew.eval.config import load_config
+
+    for file in sorted(CONFIGS.glob("*.yaml")):
+        cfg = load_config(TrainConfig, str(file), [])
+        assert cfg.output_dir and cfg.data
+    big = load_config(TrainConfig, str(CONFIGS / "lora-7b.yaml"), [])
+    assert big.method == "lora" and big.gradient_checkpointing and big.merge
 
 
 def test_config_errors_name_the_field(capsys):
@@ -57,16 +71,16 @@ def el_data(tmp_path_factory):
     return root
 
 
-def tiny_config(root, **kw):
-    base = dict(model=f"tiny:{root.parent / 'tiny-model'}", data=str(root / "data" / "el"),
+def tiny_config(root, model, **kw):
+    base = dict(model=str(model), data=str(root / "data" / "el"),
                 output_dir=str(root / "out"), max_length=256, max_steps=24, batch_size=4,
                 grad_accum=1, learning_rate=3e-3, lr_scheduler="constant", logging_steps=4,
                 save_checkpoints=False, lora={"r": 8, "alpha": 16, "dropout": 0.0}, seed=0)
     return TrainConfig(**{**base, **kw})
 
 
-def test_loss_only_on_weighted_assistant_turns(el_data):
-    trainer, tok, _, empty = build_trainer(tiny_config(el_data, limit=4))
+def test_loss_only_on_weighted_assistant_turns(el_data, tiny_model_dir):
+    trainer, tok, _, empty = build_trainer(tiny_config(el_data, tiny_model_dir, limit=4))
     assert empty == 0
     for i in range(4):
         row = trainer.train_dataset[i]
@@ -78,9 +92,20 @@ def test_loss_only_on_weighted_assistant_turns(el_data):
 
 
 @pytest.fixture(scope="module")
-def trained(el_data):
-    cfg = tiny_config(el_data, merge=True)
-    return cfg, train(cfg)
+def trained(el_data, lively_model_dir):
+    """`clew train` with configs/train/lora-tiny.yaml, shortened for a test.
+
+    The "lively" tiny model (larger random weights) gives varied greedy output, so equal outputs
+    of adapter and merged model are not a coincidence of a constant answer."""
+    out = el_data / "out"
+    code = main(["train", "--config", str(CONFIGS / "lora-tiny.yaml"),
+                 "--model", str(lively_model_dir), "--data", str(el_data / "data" / "el"),
+                 "--out", str(out), "max_steps=24", "max_length=256", "learning_rate=3e-3",
+                 "logging_steps=4"])
+    assert code == 0
+    record = json.loads((out / "clew_train.json").read_text())
+    cfg = TrainConfig(**record["config"])
+    return cfg, TrainResult(out, out / "merged", record["losses"], record["metrics"])
 
 
 def test_training_lowers_the_loss(trained):
@@ -94,21 +119,53 @@ def test_training_lowers_the_loss(trained):
 
 
 def test_adapter_and_merged_model_give_the_same_greedy_output(trained):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
     from clew.agents.lm.hf import HFModel
+    from clew.training.datasets import load_chat_dataset
 
     cfg, result = trained
-    base = cfg.model.removeprefix("tiny:")
-    adapter = HFModel(base, adapter=str(result.output_dir))
-    merged = HFModel(str(result.merged_dir))
-    plain = HFModel(base)
-    requests = [ChatRequest([{"role": "user", "content": f"[S0] OBSERVATION:\nroom {i}"}],
-                            Sampling(temperature=0.0, max_tokens=24)) for i in range(3)]
+    base = cfg.model
+    rows = load_chat_dataset(cfg.data).select(range(3))
+    prompts = [[{"role": m["role"], "content": m["content"]} for m in r["messages"][:-1]]
+               for r in rows]
+    requests = [ChatRequest(p, Sampling(temperature=0.0, max_tokens=24)) for p in prompts]
 
     async def texts(lm):
         out = await lm.generate(requests)
         await lm.aclose()
         return [c[0].text for c in out]
 
-    a, m, p = (asyncio.run(texts(lm)) for lm in (adapter, merged, plain))
-    assert a == m
-    assert a != p  # the adapter changed the model
+    via_adapter = asyncio.run(texts(HFModel(base, adapter=str(result.output_dir))))
+    via_merged = asyncio.run(texts(HFModel(str(result.merged_dir))))
+    assert via_adapter == via_merged
+    # and the adapter really changed the model (same logits merged or not, not the base's)
+    ids = torch.tensor([[5, 17, 42, 99, 7]])
+    with torch.no_grad():
+        plain = AutoModelForCausalLM.from_pretrained(base)
+        before = plain(ids).logits
+        peft = PeftModel.from_pretrained(plain, str(result.output_dir))
+        adapted = peft(ids).logits
+        merged = AutoModelForCausalLM.from_pretrained(str(result.merged_dir))(ids).logits
+    assert torch.allclose(adapted, merged, atol=1e-4)
+    assert (adapted - before).abs().max() > 1e-2
+
+
+def test_distilled_agent_runs_the_adapter(trained, monkeypatch):
+    """The distilled agent loads hf:BASE+lora:ADAPTER and plays an episode through the runner."""
+    from training_toys import worked_example
+
+    from clew.agents.distilled import DistilledAgent
+    from clew.eval.runner import run_episode
+
+    monkeypatch.setitem(registry.ENVS, "toy-tree", "training_toys:TreeEnv")
+    cfg, result = trained
+    _, _, task = worked_example()
+    agent = DistilledAgent(f"hf:{cfg.model}+lora:{result.output_dir}", greedy=True,
+                           max_tokens=16, model_options={"shared": False})
+    record = asyncio.run(run_episode(agent, task, max_steps=3, max_invalid_streak=None))
+    assert record["outcome"]["steps"] == 3 and record["agent_kind"] == "learned"
+    assert all(s["raw"] is not None for s in record["steps"])
+    assert record["usage"]["policy"]["calls"] == 3

@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 from report_fixtures import EVIL, mcts_tree
 
 from clew.eval.tree_view import (
-    default_out, normalise, reflection_texts, render, replay_schedule, write_view,
+    default_out,
+    normalise,
+    reflection_texts,
+    render,
+    replay_schedule,
+    write_view,
 )
 from clew.scripts.cli import main
 from clew.search.tree import TreeFormatError, save_tree
@@ -46,10 +51,10 @@ def test_replay_schedule_follows_the_traversals(seed, sims):
 
 def minimal_tree() -> dict:
     """Only the required fields: no traversals, priors, raw text, value records or meta."""
-    node = lambda i, parent, inc, depth, edges, expanded: {  # noqa: E731
+    node = lambda i, parent, inc, depth, edges, expanded: {
         "node_id": i, "parent": parent, "incoming": inc, "depth": depth, "obs": f"obs {i}",
         "edges": edges, "expanded": expanded, "ns": 0, "value": None, "terminal": False}
-    edge = lambda i, parent, child, action: {  # noqa: E731
+    edge = lambda i, parent, child, action: {
         "edge_id": i, "parent": parent, "action": action, "key": action, "n": 0, "q": 0.0,
         "child": child}
     return {"schema": "clew.tree/1", "root": 0,
@@ -93,7 +98,7 @@ def test_html_embeds_the_tree_safely(tmp_path):
     assert EVIL not in page and "window.pwned" in page  # present, but only as escaped data
     assert len(re.findall(r"<script", page)) == 2  # the data block and the viewer code
     assert "src=" not in page and "<link" not in page  # nothing loaded from outside
-    data = re.search(r'<script type="application/json" id="tree-data">(.*?)</script>', page, re.S)
+    data = re.search(r'<script type="application/json" id="tree-data">(.*?)</script>', page, re.DOTALL)
     payload = json.loads(data.group(1))
     assert payload["tree"]["nodes"][1]["obs"] == tree["nodes"][1]["obs"]
     assert payload["reflections"] == {"r1": "go " + EVIL}

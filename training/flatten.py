@@ -37,13 +37,15 @@ Decisions (spec [D] items and our own):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from clew.agents.distilled import (
-    BACKTRACK_TURN, answer, decide, first_user, forward_user, invalid_user, returned_user,
+    BACKTRACK_TURN, answer, decide, elide, first_user, forward_user, invalid_user, returned_user,
     system_prompt,
 )
+from clew.agents.prompts import ANSWER_PHRASE
 from clew.envs.base import Env, Task
 from clew.search.tree import Edge, Node, Tree
 
@@ -112,9 +114,11 @@ def select_traversals(tree: Tree) -> list[list[int]]:
 
 
 def flatten_step(tree: Tree, travs: list[list[int]], *, step: int = 0, backtrack: bool = True,
-                 root: Node | None = None, scale: str = "unit") -> list[Item]:
+                 root: Node | None = None, scale: str = "unit",
+                 issued: set[str] | None = None) -> list[Item]:
     """Walk the kept traversals of one tree (§6.4). ``root`` stands for the tree's root node
-    (the previous step's final state at a step boundary)."""
+    (the previous step's final state at a step boundary). Without backtrack, an action whose
+    key is in ``issued`` (shared across the steps of an episode) is not issued again."""
     root_as = root if root is not None else tree.root
 
     def state(node: Node) -> Node:
@@ -122,10 +126,12 @@ def flatten_step(tree: Tree, travs: list[list[int]], *, step: int = 0, backtrack
 
     seq: list[Item] = [Obs(root_as, step, scale=scale)]
     cur: list[Edge] = []
+    done_keys = issued if issued is not None else set()   # without backtrack: issued actions
     for ids in travs:
         trav = [tree.edge(i) for i in ids]
         if cur and _ends(cur[-1]):
-            seq.pop()  # the Act(stop/none) item
+            if isinstance(seq[-1], Act) and seq[-1].edge is cur[-1]:
+                seq.pop()  # the Act(stop/none) item
             cur = cur[:-1]
         j = 0
         while j < min(len(cur), len(trav) - 1) and cur[j] is trav[j]:
@@ -138,10 +144,14 @@ def flatten_step(tree: Tree, travs: list[list[int]], *, step: int = 0, backtrack
         elif undo > 0:  # no backtrack in this env: the new actions simply follow (§6.10)
             cur = cur[:j]
         for edge in trav[j:]:
+            cur.append(edge)
+            if not backtrack:
+                if edge.key in done_keys:   # already issued: a query is not repeated
+                    continue
+                done_keys.add(edge.key)
             seq.append(Act(edge, step))
             if not _ends(edge):
                 seq.append(Obs(edge.child, step, scale=scale))
-            cur.append(edge)
     return seq
 
 
@@ -161,6 +171,7 @@ def flatten_episode(record: dict[str, Any], trees: dict[int, Tree], *,
     merged: list[Item] = []
     t = 0
     prev_final: Node | None = None
+    issued: set[str] = set()
     while t < len(actions):
         tree = trees.get(t)
         if tree is None:
@@ -171,7 +182,7 @@ def flatten_episode(record: dict[str, Any], trees: dict[int, Tree], *,
         for i, edge in enumerate(path):
             if t + i >= len(actions):
                 raise FlattenError(f"step {t}: the tree's path is longer than the episode")
-            if edge.action != actions[t + i]:
+            if not edge.is_none and edge.action != actions[t + i]:
                 raise FlattenError(f"step {t + i}: executed {actions[t + i]!r} but the tree's "
                                    f"edge is {edge.action!r}")
             if (edge.child is not None and edge.child.obs is not None and t + i < len(steps)
@@ -181,7 +192,7 @@ def flatten_episode(record: dict[str, Any], trees: dict[int, Tree], *,
                                    f"real one (nondeterministic env?)")
         scale = str(tree.meta.get("value_scale", "unit"))
         seq = flatten_step(tree, select_traversals(tree), step=t, backtrack=backtrack,
-                           root=prev_final, scale=scale)
+                           root=prev_final, scale=scale, issued=issued)
         merged = seq if not merged else merged + seq[1:]
         last = path[-1]
         prev_final = last.child
@@ -227,14 +238,15 @@ def _sid_on_path(path: list[tuple[Node, int]], node: Node) -> int:
 
 # --- turn text (§6.7) ---------------------------------------------------------------------------
 def _rationale(text: str) -> str:
-    """The judge's "Thoughts:" line, else the text without its STATUS CODE line."""
-    for line in text.splitlines():
-        s = line.strip()
-        if s.lower().startswith("thoughts:"):
-            return s[len("thoughts:"):].strip()
-    kept = [ln.strip() for ln in text.splitlines()
-            if ln.strip() and not ln.strip().upper().startswith("STATUS CODE")]
-    return " ".join(kept)
+    """The judge's "Thoughts:" text (up to its STATUS CODE line) on one line; without that
+    label, the text minus its STATUS CODE line."""
+    m = re.search(r"Thoughts?:\s*(.*?)(?:\n\s*STATUS CODE:|$)", text, re.DOTALL | re.IGNORECASE)
+    if m:
+        body = m.group(1)
+    else:
+        body = "\n".join(ln for ln in text.splitlines()
+                         if not ln.strip().upper().startswith("STATUS CODE"))
+    return " ".join(body.split())
 
 
 def _samples(record: dict[str, Any] | None) -> list[tuple[str | None, str]]:
@@ -279,10 +291,12 @@ def assessment(obs: Obs, mode: str = "both") -> str | None:
 
 
 def completion_text(raw: str | None, action: str | None) -> str:
-    """The sampled completion, or the bare answer line when none was recorded."""
-    if raw and raw.strip():
+    """The sampled completion when it states its action (answer phrase or a fence), else the
+    answer line alone: heuristic policies record the bare action as their "completion", which
+    after an assessment line would no longer parse."""
+    if raw and raw.strip() and (ANSWER_PHRASE in raw or "```" in raw):
         return raw
-    return answer(action if action is not None else "none")
+    return answer(action if action is not None else (raw or "none").strip())
 
 
 @dataclass
@@ -348,16 +362,25 @@ class Chat:
     state_ids: list[int] = field(default_factory=list)   # state each turn is issued from
     mismatches: int = 0
     first_mismatch: str | None = None
+    skipped: int = 0                      # no-op backtracks left out
+    truncated: bool = False               # ended early at a finished (successful) state
 
 
 def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
-                  root: Node | None = None, strict: bool = False) -> Chat:
+                  root: Node | None = None, strict: bool = False,
+                  min_grade: float | None = None) -> Chat:
     """Replay ``turns`` in ``env`` as the runner would run the distilled agent (§6.9, §6.10).
 
     Each assistant text goes through :func:`clew.agents.distilled.decide`, exactly as the agent's
     completions do; forward actions are stepped, backtracks restore the snapshot of the target
     state with ``keep_clock=True`` and cost one step. The chat ends with the last assistant turn.
     ``root`` is the tree node of the initial state (state S0), the target of backtracks to it.
+
+    Decisions: a backtrack to the state the replay is already in (the branch below it held only
+    invalid actions, which create no state) is a no-op and is left out (``chat.skipped``). If
+    the env ends the episode before the last turn (the search walked into a finished state and
+    went on searching) the chat ends there when the grade reached is at least ``min_grade`` (a
+    successful, shorter trajectory; ``chat.truncated``); otherwise it is a :class:`ReplayError`.
     """
     first = env.reset(task)
     chat = Chat([{"role": "system", "content": system_prompt(env, fmt)},
@@ -366,12 +389,18 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
     snaps = {0: env.snapshot()} if env.flags.supports_backtrack else {}
     sid_of: dict[int, int] = {} if root is None else {id(root): 0}  # id(node) -> state id
     next_id = 1
+    pending: str | None = None           # the user turn after the last replayed action
     for i, turn in enumerate(turns):
         if turn.kind == "back":
             k = sid_of.get(id(turn.target))
             if k is None:
                 raise ReplayError(f"turn {i}: the backtrack target was never reached")
+            if k == path[-1]:
+                chat.skipped += 1
+                continue
             turn.text = turn.render(k)
+        if pending is not None:
+            chat.messages.append({"role": "user", "content": pending})
         chat.state_ids.append(path[-1])
         chat.messages.append({"role": "assistant", "content": turn.text})
         chat.kinds.append(turn.kind)
@@ -385,49 +414,40 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
             env.set_clock(env.clock() + 1)
             del path[path.index(k) + 1:]
             chat.valid.append(True)
-            user = returned_user(k, env.observation().text)
+            pending = returned_user(k, env.observation().text)
+            continue
+        ok = env.parse_action(decision.action) is not None
+        step = env.step(decision.action)
+        chat.valid.append(ok and step.valid)
+        if step.valid:
+            sid, next_id = next_id, next_id + 1
+            path.append(sid)
+            if env.flags.supports_backtrack:
+                snaps[sid] = env.snapshot()
+            pending = forward_user(sid, step.obs.text, env.canonical(decision.action))
         else:
-            ok = env.parse_action(decision.action) is not None
-            step = env.step(decision.action)
-            ok = ok and step.valid
-            chat.valid.append(ok)
-            if step.valid:
-                sid, next_id = next_id, next_id + 1
-                path.append(sid)
-                if env.flags.supports_backtrack:
-                    snaps[sid] = env.snapshot()
-                user = forward_user(sid, step.obs.text, env.canonical(decision.action))
-            else:
-                user = invalid_user(path[-1], step.obs.text, decision.action)
-            if turn.edge is not None and turn.edge.child is not None:
-                sid_of[id(turn.edge.child)] = path[-1]
-                expected = turn.edge.child.obs
-                if expected is not None and not _ends(turn.edge) and expected != step.obs.text:
-                    chat.mismatches += 1
-                    if chat.first_mismatch is None:
-                        chat.first_mismatch = (f"turn {i}: replayed {step.obs.text!r}, "
-                                               f"logged {expected!r}")
-                    if strict:
-                        raise ReplayError(f"replay differs from the log: {chat.first_mismatch}")
-            if env.done and i < len(turns) - 1:
-                raise ReplayError(f"the env ended the episode after turn {i} of {len(turns)} "
-                                  f"(its own step budget? lift it with env_options)")
-        if i < len(turns) - 1:
-            chat.messages.append({"role": "user", "content": user})
+            pending = invalid_user(path[-1], step.obs.text, decision.action)
+        if turn.edge is not None and turn.edge.child is not None:
+            sid_of[id(turn.edge.child)] = path[-1]
+            expected = turn.edge.child.obs
+            if expected is not None and not _ends(turn.edge) and expected != step.obs.text:
+                chat.mismatches += 1
+                if chat.first_mismatch is None:
+                    chat.first_mismatch = (f"turn {i}: replayed {step.obs.text!r}, "
+                                           f"logged {expected!r}")
+                if strict:
+                    raise ReplayError(f"replay differs from the log: {chat.first_mismatch}")
+        if env.done and i < len(turns) - 1:
+            grade = float(env.grade())
+            if min_grade is not None and grade >= min_grade:
+                chat.truncated = True
+                break
+            raise ReplayError(f"the env ended the episode after turn {i} of {len(turns)} with "
+                              f"grade {grade:g} (its own step budget? lift it with env_options)")
     return chat
 
 
 # --- samples (§6.8) -----------------------------------------------------------------------------
-def _elide_pairs(messages: list[dict[str, Any]], keep_first: int, keep_last: int):
-    head = [m for m in messages[:1] if m["role"] == "system"]
-    body = messages[len(head):]
-    pairs = [body[i:i + 2] for i in range(0, len(body), 2)]
-    if len(pairs) <= keep_first + keep_last:
-        return list(messages)
-    kept = pairs[:keep_first] + pairs[len(pairs) - keep_last:]
-    return head + [m for p in kept for m in p]
-
-
 def mentions_reflections(text: str) -> bool:
     return "reflection" in text.lower()
 
@@ -472,7 +492,7 @@ def make_samples(chat: Chat, mode: str = "prefix_last", keep_first: int = 2,
         msgs = [dict(m) for m in chat.messages[:assistant_at[k] + 1]]
         for j, at in enumerate(assistant_at[:k + 1]):
             msgs[at]["weight"] = 1 if j == k else 0
-        samples.append(Sample(_elide_pairs(msgs, keep_first, keep_last), k,
+        samples.append(Sample(elide(msgs, keep_first, keep_last), k,
                               chat.kinds[:k + 1].count("back")))
     return samples, dropped
 
@@ -520,13 +540,16 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
     else:
         try:
             items = flatten_episode(record, trees, backtrack=env.flags.supports_backtrack)
-            out.el_actions = count_actions(items)
+            grade = float((record.get("outcome") or {}).get("grade") or 0.0)
+            chat = teacher_force(env, task, el_turns(items, opt.assessment_value), "el",
+                                 root=items[0].node, strict=opt.strict_replay, min_grade=grade)
+            out.el_actions = len(chat.kinds)    # forward and backtrack turns (§6.6)
+            out.counts.update(el_replay_mismatches=chat.mismatches,
+                              el_noop_backtracks=chat.skipped,
+                              el_truncated_at_done=int(chat.truncated))
             if opt.el_max_actions is not None and out.el_actions > opt.el_max_actions:
                 out.el_skipped = f"too long ({out.el_actions} > {opt.el_max_actions} actions)"
             else:
-                chat = teacher_force(env, task, el_turns(items, opt.assessment_value), "el",
-                                     root=items[0].node, strict=opt.strict_replay)
-                out.counts["el_replay_mismatches"] = chat.mismatches
                 out.el, dropped = make_samples(chat, **cut)
                 _add(out.counts, dropped, "el")
         except FlattenError as exc:

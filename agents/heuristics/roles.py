@@ -112,7 +112,7 @@ class HeuristicPolicy:
 
     kind = "heuristic"
 
-    def __init__(self, prior: str = "uniform", branching_factor: int = 5, n_samples: int = 20,
+    def __init__(self, prior: str = "sampled", branching_factor: int = 5, n_samples: int = 20,
                  oracle_temperature: float = 0.1, seed: int = 0):
         if prior not in ("uniform", "sampled", "oracle"):
             raise ValueError(f"heuristic policy prior must be uniform|sampled|oracle, got {prior!r}")
@@ -185,8 +185,8 @@ class HeuristicValue:
         if self.scale == "signed":
             v = 2.0 * v - 1.0
         return ValueRecord(v=v, kind="heuristic", info={"truth": truth},
-                           samples=[(None, f"Thoughts: heuristic progress {truth:.2f}, "
-                                           f"noisy estimate {v:.2f}.")],
+                           samples=[(None, (f"Thoughts: heuristic progress {truth:.2f}, "
+                                            f"noisy estimate {v:.2f}."))],
                            retrieved_reflection_ids=[str(r.get("id")) for r in reflections])
 
 

@@ -238,13 +238,13 @@ class HFModel(LanguageModel):
             [job.request.sampling.max_tokens for _, job in rows],
         )
         want_logprobs = any(job.request.sampling.logprobs is not None for job in group)
-        kwargs: dict[str, Any] = dict(
-            input_ids=input_ids, attention_mask=attention,
-            max_new_tokens=max(job.request.sampling.max_tokens for job in group),
-            stopping_criteria=[criteria], pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=sorted(self.eos_ids), repetition_penalty=1.0,
-            return_dict_in_generate=True, output_logits=want_logprobs,
-        )
+        kwargs: dict[str, Any] = {
+            "input_ids": input_ids, "attention_mask": attention,
+            "max_new_tokens": max(job.request.sampling.max_tokens for job in group),
+            "stopping_criteria": [criteria], "pad_token_id": self.tokenizer.pad_token_id,
+            "eos_token_id": sorted(self.eos_ids), "repetition_penalty": 1.0,
+            "return_dict_in_generate": True, "output_logits": want_logprobs,
+        }
         if greedy:
             kwargs.update(do_sample=False, temperature=None, top_p=None)
         else:
@@ -315,9 +315,8 @@ class _RowStops(StoppingCriteria):
         for r, end in enumerate(self.ends):
             if end is not None:
                 continue
-            if int(input_ids[r, -1]) in self.eos_ids:
-                self.ends[r] = (gen_len, "stop")
-            elif self.stops[r] and self._has_stop(input_ids[r], gen_len, r):
+            eos = int(input_ids[r, -1]) in self.eos_ids
+            if eos or (self.stops[r] and self._has_stop(input_ids[r], gen_len, r)):
                 self.ends[r] = (gen_len, "stop")
             elif gen_len >= self.max_tokens[r]:
                 self.ends[r] = (gen_len, "length")

@@ -116,10 +116,10 @@ class OpenAIModel(LanguageModel):
     async def _one(self, request: ChatRequest) -> list[Completion]:
         s = request.sampling
         client, sem = self._client()
-        kwargs: dict[str, Any] = dict(
-            model=self.model, messages=request.messages, n=s.n, temperature=s.temperature,
-            top_p=s.top_p, max_tokens=s.max_tokens,
-        )
+        kwargs: dict[str, Any] = {
+            "model": self.model, "messages": request.messages, "n": s.n,
+            "temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens,
+        }
         if s.stop:
             kwargs["stop"] = list(s.stop)
         if s.seed is not None:

@@ -18,7 +18,7 @@ A model is named by one string, the same in configs, on the command line and in 
 
 Decision: models are cached per process by (spec, options) (``shared=True``), because building a
 vLLM engine or loading weights twice in one run wastes minutes and memory; pass ``shared=False``
-for a private instance.
+for a private instance. ``fake:`` models are never shared (each keeps its place in its script).
 """
 
 from __future__ import annotations
@@ -113,7 +113,8 @@ def load_model(spec: str | LanguageModel, *, shared: bool = True, **options: Any
     if isinstance(spec, LanguageModel):
         return spec
     parsed = parse_spec(spec)
-    key = _cache_key(spec, options) if shared else None
+    # scripted models keep a position in their script: every user gets a fresh one
+    key = _cache_key(spec, options) if shared and parsed.backend != "fake" else None
     if key is not None and key in _CACHE:
         return _CACHE[key]
     model = _build(parsed, options)

@@ -30,6 +30,7 @@ import asyncio
 import atexit
 import itertools
 import json
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -68,11 +69,11 @@ class VLLMModel(LanguageModel):
         self.spec = self.name
         self.model = model
         self.adapter = adapter
-        args: dict[str, Any] = dict(
-            model=model, dtype=dtype, max_model_len=max_model_len, enforce_eager=enforce_eager,
-            enable_prefix_caching=enable_prefix_caching, seed=seed,
-            trust_remote_code=trust_remote_code,
-        )
+        args: dict[str, Any] = {
+            "model": model, "dtype": dtype, "max_model_len": max_model_len,
+            "enforce_eager": enforce_eager, "enable_prefix_caching": enable_prefix_caching,
+            "seed": seed, "trust_remote_code": trust_remote_code,
+        }
         if adapter:
             args.update(enable_lora=True, max_loras=1, max_lora_rank=_lora_rank(adapter))
         args.update(engine_kwargs)
@@ -131,8 +132,8 @@ class VLLMModel(LanguageModel):
         if getattr(self, "engine", None) is not None:
             try:
                 asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=60)
-            except Exception:  # noqa: BLE001 - best effort at exit
-                pass
+            except Exception as e:  # noqa: BLE001 - best effort, often at interpreter exit
+                print(f"clew: {self.name}: engine shutdown failed: {e}", file=sys.stderr)
         self._stop_loop()
 
     async def _shutdown(self) -> None:
@@ -154,7 +155,7 @@ class VLLMModel(LanguageModel):
         s = request.sampling
         try:
             ids = self.prompt_ids(request.messages)
-        except Exception as e:  # noqa: BLE001 - a template error names the model
+        except Exception as e:
             raise LMError(f"{self.name}: cannot render the chat prompt: {e}") from e
         params = SamplingParams(
             n=s.n, temperature=max(0.0, s.temperature), top_p=s.top_p, max_tokens=s.max_tokens,
@@ -169,7 +170,7 @@ class VLLMModel(LanguageModel):
                 final = out
         except LMError:
             raise
-        except Exception as e:  # noqa: BLE001 - engine errors become LMError naming the model
+        except Exception as e:
             cause = e.__cause__ or e
             raise LMError(f"{self.name}: request failed: {type(e).__name__}: {e}"
                           + (f" ({cause})" if cause is not e else "")) from e

@@ -24,6 +24,8 @@ class Metric:
     envs: frozenset[str]
     path: str  # "module:function"
     description: str = ""
+    #: headline keys it writes (optional; lets ``envs_with`` say where a measure is defined)
+    keys: frozenset[str] = frozenset()
 
     def fn(self) -> Callable[[Task, dict[str, Any]], dict[str, Any]]:
         module, _, attr = self.path.partition(":")
@@ -33,8 +35,9 @@ class Metric:
 METRICS: dict[str, Metric] = {}
 
 
-def register_metric(name: str, envs: set[str] | frozenset[str], path: str, description: str = ""):
-    METRICS[name] = Metric(name, frozenset(envs), path, description)
+def register_metric(name: str, envs: set[str] | frozenset[str], path: str, description: str = "",
+                    keys: tuple[str, ...] | frozenset[str] = ()):
+    METRICS[name] = Metric(name, frozenset(envs), path, description, frozenset(keys))
 
 
 register_metric(
@@ -47,11 +50,13 @@ register_metric(
     "clew.eval.metrics.optimal_exploitation:rooms_gap_metrics",
     "spec_001 §1.3: R^max, R^exploit, agent return, normalised total/exploration/exploitation "
     "gaps and shares (last episode and mean over episodes)",
+    keys=("gap_total", "gap_exploration", "gap_exploitation"),
 )
 register_metric(
     "rooms_exploration", {"rooms"},
     "clew.eval.metrics.optimal_exploitation:rooms_exploration_metrics",
     "spec_001 §4.1: state/room/object coverage, redundancy, sample efficiency, invalid rate",
+    keys=("coverage", "redundancy"),
 )
 
 
@@ -66,6 +71,32 @@ register_metric(
     "spec_004 §4.1: success, atomic steps, decision steps, actions per decision step, L* and "
     "per-difficulty success (sr_*); §4.3 extensions ext_* (revisits, coverage, no-ops, format)",
 )
+
+
+# Issue 3 item 4, "metrics that travel": the rooms measures above, defined for the other families
+# (definitions per family in clew.eval.metrics.travel; rooms keeps its own functions).
+_TRAVEL_ENVS = {"gridmap", "textminigrid", "hillsearch", "treesearch", "maxsatsearch"}
+register_metric(
+    "coverage", _TRAVEL_ENVS, "clew.eval.metrics.travel:coverage_metrics",
+    "fraction of the finite state/query space reached (rooms: rooms_exploration)",
+    keys=("coverage",),
+)
+register_metric(
+    "redundancy", _TRAVEL_ENVS, "clew.eval.metrics.travel:redundancy_metrics",
+    "share of steps returning to a state/query already reached (rooms: rooms_exploration)",
+    keys=("redundancy",),
+)
+register_metric(
+    "exploitation_gap", _TRAVEL_ENVS, "clew.eval.metrics.travel:gap_metrics",
+    "spec_001 §1.3 gap decomposition of one episode, R^exploit = best return reachable from "
+    "what was known, within the budget left (rooms: optimal_exploitation_gap)",
+    keys=("gap_total", "gap_exploration", "gap_exploitation"),
+)
+
+
+def envs_with(key: str) -> set[str]:
+    """Environments where some registered metric declares ``key`` (e.g. ``"coverage"``)."""
+    return {env for m in METRICS.values() if key in m.keys for env in m.envs}
 
 
 def metrics_for(env: str) -> list[Metric]:

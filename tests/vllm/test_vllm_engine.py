@@ -12,11 +12,10 @@ import pytest
 
 pytest.importorskip("vllm.sampling_params")  # a bare tests/vllm folder must not count
 
-from vllm_helpers import CHATS, ENGINE, greedy, summary  # noqa: E402
-
-from clew.agents.lm.base import ChatRequest, Sampling, request_usage  # noqa: E402
-from clew.agents.lm.hf import HFModel  # noqa: E402
-from clew.agents.lm.spec import load_model  # noqa: E402
+from clew.agents.lm.base import ChatRequest, Sampling, request_usage
+from clew.agents.lm.hf import HFModel
+from clew.agents.lm.spec import load_model
+from vllm_helpers import CHATS, ENGINE, greedy, summary
 
 pytestmark = pytest.mark.vllm
 

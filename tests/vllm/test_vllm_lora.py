@@ -8,9 +8,8 @@ import pytest
 
 pytest.importorskip("vllm.sampling_params")
 
-from vllm_helpers import CHATS, ENGINE, greedy, summary  # noqa: E402
-
-from clew.agents.lm.spec import load_model  # noqa: E402
+from clew.agents.lm.spec import load_model
+from vllm_helpers import CHATS, ENGINE, greedy, summary
 
 pytestmark = pytest.mark.vllm
 

@@ -20,13 +20,12 @@ import pytest
 
 pytest.importorskip("vllm.sampling_params")
 
-from vllm_helpers import CHATS, greedy, summary  # noqa: E402
-
-from clew.agents.lm.base import ChatRequest, Sampling, request_usage  # noqa: E402
-from clew.agents.lm.spec import load_model  # noqa: E402
-from clew.agents.react import ReActAgent  # noqa: E402
-from clew.envs.registry import generator  # noqa: E402
-from clew.eval.runner import run_episode  # noqa: E402
+from clew.agents.lm.base import ChatRequest, Sampling, request_usage
+from clew.agents.lm.spec import load_model
+from clew.agents.react import ReActAgent
+from clew.envs.registry import generator
+from clew.eval.runner import run_episode
+from vllm_helpers import CHATS, greedy, summary
 
 pytestmark = pytest.mark.vllm
 READY_DEADLINE_S = 300
@@ -45,7 +44,7 @@ def server(lively_model_dir, tmp_path_factory):
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
            "--model", str(lively_model_dir), "--served-model-name", "tiny",
            "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-           "--enforce-eager", "--max-model-len", "256"]
+           "--enforce-eager", "--max-model-len", "2048"]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
     start = time.monotonic()
     with open(log_path, "w") as log:

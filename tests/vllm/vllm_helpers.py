@@ -8,7 +8,7 @@ from clew.agents.lm.base import ChatRequest, Sampling
 
 # A small CPU engine (STACK.md): 1 GiB KV cache, short context, no graph capture, float32 so
 # greedy output matches the transformers backend exactly.
-ENGINE = dict(dtype="float32", max_model_len=256, enforce_eager=True)
+ENGINE = {"dtype": "float32", "max_model_len": 256, "enforce_eager": True}
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 CHATS = [

@@ -1,0 +1,87 @@
+"""Search scaling with heuristic roles: MCTS vs the same policy without search (issue 5, spec_002 §7).
+
+Both agents use the heuristic policy of :mod:`clew.agents.heuristics.roles` (legal actions with
+priors from the frequencies of 20 uniform draws by default, like an LM's sampled priors). ``policy-only`` draws one action per step from those priors; ``mcts``
+searches with a **noisy** heuristic value (ground-truth progress + Gaussian noise, an imperfect
+judge stand-in; ``uses_oracle``) at several nodes-per-tree budgets (``n_simulations``). Same
+tasks, same seeds. Prints one JSON line per (suite, agent, budget) and a summary line.
+
+    python benchmarks/search_scaling.py --suite gridmap-v1:test --suite textminigrid-v1:test
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import time
+
+from clew.envs.suites import resolve
+from clew.eval.runner import run_episode
+from clew.search.rmcts import make_mcts, make_policy_agent
+
+
+def bootstrap_ci(xs: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(xs, k=len(xs))) for _ in range(n))
+    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
+
+
+async def run_one(make, tasks, seeds, max_steps, concurrency):
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(task, seed):
+        async with sem:
+            return await run_episode(make(seed), task, max_steps=max_steps)
+    return await asyncio.gather(*(one(t, s) for t in tasks for s in seeds))
+
+
+def summarise(suite, agent, budget, recs, wall):
+    succ = [1.0 if r["outcome"]["success"] else 0.0 for r in recs]
+    lo, hi = bootstrap_ci(succ)
+    return {"suite": suite, "agent": agent, "nodes_per_tree": budget, "episodes": len(recs),
+            "success": round(statistics.fmean(succ), 4), "ci95": [round(lo, 4), round(hi, 4)],
+            "mean_steps": round(statistics.fmean(r["outcome"]["steps"] for r in recs), 2),
+            "mean_simulated": round(statistics.fmean(r["interactions"]["simulated"]
+                                                     for r in recs), 1),
+            "wall_s": round(wall, 2)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--suite", action="append", help="SUITE:SPLIT (repeatable)")
+    p.add_argument("--budgets", default="2,5,10,15", help="nodes per tree")
+    p.add_argument("--noise", type=float, default=0.3, help="std of the value noise")
+    p.add_argument("--prior", default="sampled", help="heuristic policy prior")
+    p.add_argument("--seeds", default="0", help="agent seeds (value noise, sampling)")
+    p.add_argument("--limit", type=int, default=None, help="first N tasks of each suite")
+    p.add_argument("--max-steps", type=int, default=None, help="runner step limit")
+    p.add_argument("--concurrency", type=int, default=8)
+    args = p.parse_args()
+    suites = args.suite or ["gridmap-v1:test"]
+    budgets = [int(b) for b in args.budgets.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    summary = {}
+    for suite in suites:
+        tasks = resolve(suite)[: args.limit]
+        variants = [("policy-only", None)] + [("mcts", b) for b in budgets]
+        for agent, budget in variants:
+            def make(seed, budget=budget, agent=agent):
+                common = {"seed": seed, "policy": {"prior": args.prior}}
+                if agent == "policy-only":
+                    return make_policy_agent(**common)
+                return make_mcts(search={"n_simulations": budget}, value={"noise": args.noise},
+                                 max_steps=args.max_steps, **common)
+            t0 = time.perf_counter()
+            recs = asyncio.run(run_one(make, tasks, seeds, args.max_steps, args.concurrency))
+            row = summarise(suite, agent, budget, recs, time.perf_counter() - t0)
+            row.update({"noise": args.noise, "prior": args.prior, "seeds": seeds})
+            print(json.dumps(row), flush=True)
+            summary.setdefault(suite, {})[f"{agent}@{budget}" if budget else agent] = row["success"]
+    print(json.dumps({"summary": summary}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The ``exploration-v1`` suite: all four environment families, small, seen/unseen splits.
+
+Issue 3 item 5: the suite later issues use to collect search data (``train``, seen) and to
+evaluate distilled agents (``test``, unseen). It is deliberately small, so that a CPU search on
+``train`` and an evaluation on ``test`` fit in the demo: 12 tasks per split, 3 per family.
+
+Every task comes from its family's registered generator; nothing is hand-made. Choices [D]:
+
+* **Seeds.** ``train`` draws from seeds 100.. and ``test`` from seeds 200.., per family and
+  configuration (TextMiniGrid skips seeds, see below, but never reaches the other split's range:
+  :func:`_seeds` refuses to). Train and test therefore never share an instance. These seeds are
+  also outside the ones other suites use for the same parameters (gridmap-v1 0–9, rooms frozen
+  layouts 4000+, TextMiniGrid 1–~20, 1000–1099, 2000+).
+* **gridmap** (spec_000): (exploration level, DAG level) = (low, easy), (medium, easy),
+  (low, medium): maps of 10–16 cells with 4–6 nodes, budget 3·|M|.
+* **rooms** (spec_001): 4×4 layouts drawn by the generator (its R^max > 0 and
+  explorer-closes-the-gap checks included), ``n_episodes = 4`` rooms-episodes per run instead of
+  the paper's 20: enough for the gap decomposition to move between episodes, short enough for a
+  search.
+* **oracle search** (spec_003): one task per env. HillSearch with the paper's generator defaults
+  (k = 3 decoy levels, k' = 4, a narrow needle); TreeSearch with 2 trap and 2 good gateways,
+  b = 2 chains each, d_trap = 8, d_good = 4 (49 nodes; traps top out at 8, the good branches at
+  13); MaxSatSearch with n = 8 variables (256 assignments), m = 30, a gold clause of 3 literals
+  weighing 15. Budget N = 16 queries for all three (the paper's are 36–60).
+* **textminigrid** (spec_004): one room (a 4×4 interior), low / medium / high object density,
+  PickUp missions whose BabyAI-bot solution is *easy* (L* ≤ 6); seeds whose bot run fails or is
+  not easy are skipped, taking the next seed. Default env options (m = 1, 200-step limit).
+
+Task ids are ``xv1/<env>/<configuration>/s<seed>`` and unique across both splits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from clew.envs.base import Task
+from clew.envs.registry import generate
+from clew.envs.suites import Suite
+
+NAME = "exploration-v1"
+VERSION = 1
+FIRST_SEED = {"train": 100, "test": 200}
+SEED_SPAN = 100  # a split's seeds stay in [first, first + span)
+
+GRIDMAP = (("low", "easy"), ("medium", "easy"), ("low", "medium"))
+ROOMS = {"size": 4, "n_episodes": 4}
+ROOMS_TASKS = 3
+ORACLE_SEARCH: dict[str, dict[str, Any]] = {
+    "hillsearch": {"k": 3, "k_needle": 4, "denominator": "2w", "budget": 16},
+    "treesearch": {"r_trap": 2, "r_good": 2, "b": 2, "d_trap": 8, "d_good": 4, "budget": 16},
+    "maxsatsearch": {"n": 8, "m": 30, "k_gold": 3, "k_other": 2, "w_gold": 15, "budget": 16},
+}
+TEXTMINIGRID_DENSITIES = ("low", "medium", "high")
+TEXTMINIGRID_LEVEL = "easy"
+
+
+def _seeds(split: str) -> range:
+    first = FIRST_SEED[split]
+    return range(first, first + SEED_SPAN)
+
+
+def _named(task: Task, config: str, split: str) -> Task:
+    return replace(task, id=f"xv1/{task.env}/{config}/s{task.seed}", split=split)
+
+
+def gridmap_tasks(split: str) -> list[Task]:
+    seed = _seeds(split)[0]
+    return [_named(generate("gridmap", {"exploration_level": level, "dag_level": dag}, seed + i),
+                   f"{level}-{dag}", split)
+            for i, (level, dag) in enumerate(GRIDMAP)]
+
+
+def rooms_tasks(split: str) -> list[Task]:
+    seeds = _seeds(split)
+    return [_named(generate("rooms", dict(ROOMS), seeds[i]), f"{ROOMS['size']}x{ROOMS['size']}",
+                   split) for i in range(ROOMS_TASKS)]
+
+
+def oracle_search_tasks(split: str) -> list[Task]:
+    seed = _seeds(split)[0]
+    return [_named(generate(env, dict(params), seed), f"N{params['budget']}", split)
+            for env, params in ORACLE_SEARCH.items()]
+
+
+def textminigrid_tasks(split: str) -> list[Task]:
+    tasks = []
+    seeds = iter(_seeds(split))
+    for density in TEXTMINIGRID_DENSITIES:
+        for seed in seeds:
+            task = generate("textminigrid", {"rooms": 1, "density": density}, seed)
+            if task.params.get("difficulty") == TEXTMINIGRID_LEVEL:
+                tasks.append(_named(task, f"r1-{density}", split))
+                break
+        else:
+            raise ValueError(f"{NAME}: no {TEXTMINIGRID_LEVEL} 1-room textminigrid task with "
+                             f"density {density} among the {split} seeds {_seeds(split)}")
+    return tasks
+
+
+def split_tasks(split: str) -> list[Task]:
+    return (gridmap_tasks(split) + rooms_tasks(split) + oracle_search_tasks(split)
+            + textminigrid_tasks(split))
+
+
+def exploration_v1() -> Suite:
+    """The suite (registered as ``exploration-v1`` in :mod:`clew.envs.suites`)."""
+    return Suite(NAME, VERSION, {split: split_tasks(split) for split in ("train", "test")},
+                 "all four families, 3 small tasks per family and split; train seeds 100.., "
+                 "test seeds 200.. (issue 3)")

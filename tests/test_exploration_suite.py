@@ -1,0 +1,74 @@
+"""The exploration-v1 suite (issue 3 item 5): four families, small, disjoint seen/unseen splits."""
+
+import asyncio
+import math
+
+import pytest
+from clew.envs.exploration_suite import exploration_v1
+from clew.envs.suites import get_suite, resolve
+from clew.eval.agents import build_agent
+from clew.eval.runner import run_episode
+
+FAMILY = {"gridmap": "gridmap", "rooms": "rooms", "textminigrid": "textminigrid",
+          "hillsearch": "oracle_search", "treesearch": "oracle_search",
+          "maxsatsearch": "oracle_search"}
+AGENT = {"hillsearch": "random-query", "maxsatsearch": "random-query"}
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return get_suite("exploration-v1")
+
+
+def test_registered_and_resolvable(suite):
+    assert suite.name == "exploration-v1" and set(suite.splits) == {"train", "test"}
+    assert resolve("exploration-v1:test") == suite.split("test")
+
+
+def test_deterministic(suite):
+    again = exploration_v1()
+    for split in ("train", "test"):
+        assert [t.to_json() for t in again.split(split)] == [t.to_json() for t in suite.split(split)]
+
+
+def test_every_family_in_both_splits_small(suite):
+    for split in ("train", "test"):
+        tasks = suite.split(split)
+        per_family = {}
+        for t in tasks:
+            assert t.split == split
+            per_family[FAMILY[t.env]] = per_family.get(FAMILY[t.env], 0) + 1
+        assert set(per_family) == {"gridmap", "rooms", "textminigrid", "oracle_search"}
+        assert all(2 <= n <= 4 for n in per_family.values()), per_family
+        assert {t.env for t in tasks} == set(FAMILY)  # hill, tree and maxsat all present
+        for t in tasks:
+            if t.env == "textminigrid":
+                assert t.params["rooms"] == 1 and t.params["difficulty"] == "easy"
+            elif t.env == "rooms":
+                assert t.params["layout"]["size"] == 4 and t.params["n_episodes"] <= 5
+            elif FAMILY[t.env] == "oracle_search":
+                assert t.params["budget"] <= 20
+            else:
+                assert len(t.params["cells"]) <= 25
+
+
+def test_splits_are_disjoint_and_ids_unique(suite):
+    train, test = suite.split("train"), suite.split("test")
+    ids = [t.id for t in train + test]
+    assert len(ids) == len(set(ids))
+    assert not {(t.env, t.seed) for t in train} & {(t.env, t.seed) for t in test}
+    content = {(t.env, repr(sorted(t.params.items()))) for t in train}
+    assert not content & {(t.env, repr(sorted(t.params.items()))) for t in test}
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_every_task_runs_a_random_episode(suite, split):
+    for task in suite.split(split):
+        agent = build_agent(AGENT.get(task.env, "random"), seed=1)
+        rec = asyncio.run(run_episode(agent, task))
+        m = rec["metrics"]
+        assert "error" not in m, (task.id, m.get("error"))
+        assert rec["outcome"]["stopped_by"] == "done", task.id
+        assert 0 <= m["coverage"] <= 1
+        if not math.isnan(m["gap_total"]):
+            assert m["gap_total"] == pytest.approx(m["gap_exploration"] + m["gap_exploitation"])

@@ -1,0 +1,358 @@
+"""Search agents end to end on a toy tree env: R-MCTS with the fake LM, committed paths, value
+failures, ToT BFS/DFS and best-first visit orders (spec_002 §1, §5, Appendix C.11), heuristic
+roles on the grid map."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from clew.agents.debate import DebateValue
+from clew.agents.lm.base import LMError
+from clew.agents.lm.fake import FakeLM
+from clew.agents.memory import ReflectionMemory
+from clew.agents.policy import LMPolicy
+from clew.agents.reflection import ReflectionConfig, Reflector
+from clew.agents.value import SingleValue, ValueCallError
+from clew.envs.base import Env, EnvFlags, Observation, Step, Task
+from clew.envs.registry import register
+from clew.eval.runner import run_episode
+from clew.search.bfs_dfs import FrontierSearch
+from clew.search.mcts import MCTSConfig
+from clew.search.rmcts import AgentConfig, SearchAgent
+from clew.search.tree import tree_from_dict
+
+
+@dataclass
+class ToyState:
+    path: tuple[str, ...] = ()
+    steps: int = 0
+    done: bool = False
+    success: bool = False
+    log: list = field(default_factory=list)
+
+
+class ToyTreeEnv(Env):
+    """Actions a / b / stop; the goal is the path b, a (reached -> done). Budget: 4 steps.
+    ``stop`` ends the episode (success iff at the goal)."""
+
+    name = "toy-tree"
+    flags = EnvFlags(deterministic=True, outcome_mode="terminal_success")
+
+    def reset(self, task: Task) -> Observation:
+        self.task = task
+        self.goal = tuple(task.params.get("goal", ["b", "a"]))
+        self.state = ToyState()
+        return self.observation()
+
+    def observation(self) -> Observation:
+        return Observation("at /" + "/".join(self.state.path))
+
+    def parse_action(self, text: str):
+        t = text.strip().strip("`").lower()
+        return t if t in ("a", "b", "stop") else None
+
+    def is_stop(self, action: str) -> bool:
+        return action == "stop"
+
+    def legal_actions(self):
+        return [] if self.state.done else ["a", "b"]
+
+    def step(self, action: str) -> Step:
+        s = self.state
+        s.steps += 1
+        a = self.parse_action(action)
+        if a is None:
+            s.done = s.steps >= 4
+            return Step(Observation(f"invalid {action!r}; " + self.observation().text), 0.0,
+                        s.done, False)
+        if a == "stop":
+            s.done = True
+            return Step(Observation("stopped"), 0.0, True, True)
+        s.path = s.path + (a,)
+        s.success = s.path == self.goal
+        s.done = s.success or s.steps >= 4
+        return Step(self.observation(), float(s.success), s.done, True)
+
+    def instructions(self, variant: str = "default") -> str:
+        return "Find the hidden goal path in the toy tree."
+
+    def grade(self) -> float:
+        return 1.0 if self.state.success else 0.0
+
+
+register("toy-tree", "test_search_agents:ToyTreeEnv")
+TASK = Task("toy-tree", {"goal": ["b", "a"]}, seed=0, id="toy-0")
+
+
+def last_obs(req) -> str:
+    text = req.messages[-1]["content"]
+    for marker in ("LATEST OBSERVATION:\n", "OBSERVATION:\n"):
+        if marker in text:
+            return text.split(marker)[-1].split("\n")[0]
+    return ""
+
+
+GRADES = {"at /b": "B", "at /b/a": "A", "at /": "C"}
+
+
+def responder(policy_mix=("a", "a", "a", "b", "b")):
+    def respond(req, i):
+        if req.role == "policy":
+            return f"I think.\nNext action:\n```\n{policy_mix[i % len(policy_mix)]}\n```"
+        if req.role == "value":
+            if "<rubric>" in req.messages[-1]["content"] and req.sampling.n == 1:
+                return "<rubric>- the goal path is found</rubric>"
+            final = "FINAL ACTION" in req.messages[-1]["content"]
+            letter = "E" if final else GRADES.get(last_obs(req), "E")
+            return f"Thoughts: looks like {letter}\nSTATUS CODE: {letter}"
+        if req.role == "reflection":
+            return "a lesson"
+        raise AssertionError(req.role)
+    return respond
+
+
+def lm_agent(lm, n_sim=4, **cfg):
+    return SearchAgent(LMPolicy(lm, branching_factor=2, n_samples_min=10),
+                       SingleValue(lm, n=4), AgentConfig(search=MCTSConfig(
+                           branching_factor=2, n_simulations=n_sim), **cfg), name="mcts")
+
+
+def play(agent, task=TASK, **kw):
+    trees = []
+    rec = asyncio.run(run_episode(agent, task, on_tree=lambda t, d: trees.append((t, d)), **kw))
+    return rec, trees
+
+
+def test_mcts_with_fake_lm_commits_the_value_one_path_and_logs_everything():
+    lm = FakeLM(responder())
+    rec, trees = play(lm_agent(lm))
+    # sim1 a (E=0) ; sim2 b (0.4 > 0.3; B=0.9) ; sim3 b then a: A = 1.0 -> path [b, a]
+    assert rec["actions"] == ["b", "a"] and rec["outcome"]["success"]
+    assert len(trees) == 1                            # the path ran without a second search
+    t, tree = trees[0]
+    assert t == 0 and tree["decision"]["kind"] == "path"
+    loaded = tree_from_dict(tree)
+    assert [[loaded.edge(i).key for i in tr] for tr in loaded.traversals] == \
+        [["a"], ["b"], ["b", "a"]]
+    assert tree["counters"]["stopped_by"] == "value_one"
+    # simulated interactions are logged apart from the executed ones
+    assert rec["interactions"]["executed"] == 2
+    assert rec["interactions"]["simulated"] == 1 + 1 + 2
+    assert set(rec["usage"]) == {"policy", "value"}
+    # policy calls: root, /a, /b (/b/a is env_done: evaluated, never expanded)
+    assert tree["meta"]["usage"]["policy"]["calls"] == 3
+    assert rec["steps"][0]["info"]["search"]["kind"] == "path"
+    # policy: one request per expansion, each with n = max(2b, 10) samples
+    policy_calls = [c for c in lm.calls if c.role == "policy"]
+    assert all(c.sampling.n == 10 for c in policy_calls)
+
+
+def test_single_decision_is_most_visited_root_edge():
+    grades = dict(GRADES)
+    lm = FakeLM(responder(("a", "a", "a", "b", "b")))
+    GRADES["at /b/a"] = "B"                      # no value-one early stop this time
+    try:
+        rec, trees = play(lm_agent(lm, n_sim=6), max_steps=1)
+    finally:
+        GRADES.clear()
+        GRADES.update(grades)
+    tree = tree_from_dict(trees[0][1])
+    root = tree.root
+    best = max(root.edges, key=lambda e: (e.n, e.q))
+    assert rec["actions"] == [best.action] and tree.decision_kind == "single"
+    assert sum(e.n for e in root.edges) == 6 == tree.counters["simulations"]
+
+
+def test_failing_value_call_surfaces_as_error_not_zero():
+    def respond(req, i):
+        if req.role == "value":
+            raise LMError("model crashed")
+        return "Next action:\n```\na\n```"
+    agent = SearchAgent(LMPolicy(FakeLM(respond), branching_factor=2, n_samples_min=4),
+                        SingleValue(FakeLM(respond), n=2, rubric=False, retries=2),
+                        AgentConfig(search=MCTSConfig(branching_factor=2, n_simulations=3)))
+    with pytest.raises(ValueCallError, match="3 attempt"):
+        play(agent)
+
+
+class AxisEmbedder:
+    model_id = "toy-axis"
+    dim = 4
+
+    def encode(self, texts):
+        return np.stack([np.array([1, 0, 0, 0], dtype=np.float32) for _ in texts])
+
+
+def test_rmcts_reflects_after_the_episode_and_retrieves_in_the_next(tmp_path):
+    mem = ReflectionMemory(tmp_path / "memory", embedder=AxisEmbedder())
+    lm = FakeLM(responder(("a",)))                     # the policy only proposes "a"
+    cfg = AgentConfig(search=MCTSConfig(branching_factor=2, n_simulations=2),
+                      policy_memory=True, value_memory=True,
+                      reflection=ReflectionConfig(policy_threshold=0.0, value_threshold=0.0))
+
+    def agent():
+        return SearchAgent(LMPolicy(lm, branching_factor=2, n_samples_min=4),
+                           SingleValue(lm, n=2), cfg, reflector=Reflector(lm), memory=mem,
+                           name="rmcts")
+
+    async def two_episodes():
+        recs = []
+        for _ in range(2):
+            trees: list = []
+            rec = await run_episode(agent(), TASK, max_steps=2,
+                                    on_tree=lambda t, d, trees=trees: trees.append(d))
+            recs.append((rec, trees))
+            await mem.settle()                          # the runner may not await the job
+        return recs
+
+    (rec1, trees1), (_, trees2) = asyncio.run(two_episodes())
+    assert not rec1["outcome"]["success"]
+    assert mem.policy.records and mem.value.records and mem.tasks.records
+    assert any(c.role == "reflection" for c in lm.calls)
+    assert all(not n["retrieved_policy_refl"] for n in trees1[0]["nodes"])   # nothing yet
+    root2 = trees2[0]["nodes"][0]
+    assert root2["retrieved_policy_refl"]                                     # task 2 sees them
+    policy_reqs = [c for c in lm.calls if c.role == "policy"]
+    assert "REFLECTIONS" in policy_reqs[-1].messages[-1]["content"]
+    values = [c for c in lm.calls if c.role == "value" and c.sampling.n == 2]
+    assert "REFLECTIONS" in values[-1].messages[-1]["content"]
+
+
+def test_debate_agent_runs_and_records_debate_in_tree():
+    def respond(req, i):
+        if req.role == "debate":
+            return "argument"
+        if req.role == "judge":
+            letter = GRADES.get(last_obs(req), "E")
+            return f"Thoughts: judge\nSTATUS CODE: {letter}"
+        return responder()(req, i)
+    lm = FakeLM(respond)
+    agent = SearchAgent(LMPolicy(lm, branching_factor=2, n_samples_min=10), DebateValue(lm),
+                        AgentConfig(search=MCTSConfig(branching_factor=2, n_simulations=4)))
+    rec, trees = play(agent)
+    assert rec["outcome"]["success"]
+    node = next(n for n in trees[0][1]["nodes"] if n["value_record"])
+    assert node["value_record"]["debate"]["support"] == "argument"
+    assert len(node["value_record"]["debate"]["judge_outputs"]) == 6
+    assert {"debate", "judge", "policy"} <= set(rec["usage"])
+
+
+# --- frontier baselines (Appendix C.11) -------------------------------------------------------
+class ScriptedPolicy:
+    kind = "heuristic"
+
+    def __init__(self, priors):
+        self.priors = priors
+
+    async def propose(self, ctx, reflections=(), usage=None):
+        from clew.agents.policy import Proposal
+        key = "/".join(ctx.actions)
+        return [Proposal(a, a, f"raw {a}", 1, p, a == "stop") for a, p in self.priors.get(key, [])]
+
+
+class ScriptedValue:
+    kind = "heuristic"
+    scale = "unit"
+
+    def __init__(self, values):
+        self.values = values
+        self.seen = []
+
+    def config_hash(self):
+        return "scripted"
+
+    async def evaluate(self, ctx, reflections=(), usage=None):
+        from clew.agents.value import ValueRecord
+        key = "/".join(ctx.actions + ([ctx.final_action] if ctx.final_action else []))
+        self.seen.append(key)
+        return ValueRecord(v=self.values.get(key, 0.0))
+
+
+PRIORS = {"": [("a", 0.6), ("b", 0.4)], "a": [("a", 0.7), ("b", 0.3)],
+          "b": [("a", 0.8), ("b", 0.2)]}
+VALUES = {"a": 0.3, "b": 0.6, "a/a": 0.2, "a/b": 0.1, "b/a": 0.9, "b/b": 0.4}
+
+
+def frontier_agent(order, budget=6, **kw):
+    value = ScriptedValue(VALUES)
+    cfg = MCTSConfig(branching_factor=2, n_simulations=budget, max_depth_actions=2)
+    agent = SearchAgent(ScriptedPolicy(PRIORS), value, AgentConfig(search=cfg), name=order,
+                        algorithm=FrontierSearch(cfg, order, **kw))
+    return agent, value
+
+
+@pytest.mark.parametrize("order,expected", [
+    ("bfs", ["a", "b", "a/a", "a/b", "b/a", "b/b"]),
+    ("dfs", ["a", "a/a", "a/b", "b", "b/a", "b/b"]),          # highest prior first
+    ("best", ["a", "b", "b/a", "b/b", "a/a", "a/b"]),         # max parent value, root rank
+])
+def test_frontier_visit_orders_and_sequence_commit(order, expected):
+    agent, value = frontier_agent(order)
+    rec, trees = play(agent, max_steps=2)
+    assert value.seen == expected
+    tree = tree_from_dict(trees[0][1])
+    assert ["/".join(tree.edge(i).key for i in tr) for tr in tree.traversals] == expected
+    assert tree.decision_kind == "sequence"
+    assert rec["actions"] == ["b", "a"] and rec["outcome"]["success"]   # whole sequence run
+    assert len(trees) == 1
+
+
+def test_dfs_code_order_explores_lowest_prior_first():
+    agent, value = frontier_agent("dfs", dfs_order="code")
+    play(agent, max_steps=2)
+    assert value.seen == ["b", "b/b", "b/a", "a", "a/b", "a/a"]
+
+
+def test_frontier_budget_counts_pops():
+    agent, value = frontier_agent("bfs", budget=3)
+    rec, trees = play(agent, max_steps=1)
+    assert value.seen == ["a", "b", "a/a"]
+    assert trees[0][1]["counters"]["simulations"] == 3
+    assert rec["actions"] == ["b"]                  # best (0.6) sequence, one step allowed
+
+
+# --- heuristic roles on the real grid map ------------------------------------------------------
+def test_heuristic_mcts_on_gridmap_records_trees_and_labels():
+    from clew.envs.suites import resolve
+    from clew.eval.agents import build_agent
+
+    task = resolve("gridmap-mini:test")[0]
+    agent = build_agent("mcts", search={"n_simulations": 5}, value={"noise": 0.1}, seed=1)
+    assert agent.kind == "heuristic" and agent.uses_oracle
+    rec, trees = play(agent, task, max_steps=6)
+    assert len(trees) == rec["outcome"]["steps"] == 6
+    assert rec["interactions"]["simulated"] > 0
+    assert all(t["meta"]["agent_kind"] == "heuristic" for _, t in trees)
+    again, _ = play(build_agent("mcts", search={"n_simulations": 5}, value={"noise": 0.1},
+                                seed=1), task, max_steps=6)
+    assert again["actions"] == rec["actions"]              # deterministic
+
+
+# --- presets -----------------------------------------------------------------------------------
+def test_every_preset_builds_with_heuristic_and_lm_roles():
+    from pathlib import Path
+
+    import yaml
+
+    from clew.eval.agents import build_agent
+    from clew.eval.config import EvalConfig
+
+    files = sorted((Path(__file__).parents[1] / "configs" / "agents").glob("*.yaml"))
+    assert len(files) >= 10
+    for f in files:
+        data = yaml.safe_load(f.read_text())
+        EvalConfig(**data, suite="gridmap-mini:test")          # valid as a run config
+        opts = data.get("agent_options", {})
+        agent = build_agent(data["agent"], **opts)
+        assert agent.kind == ("heuristic" if not opts.get("model") else "lm"), f
+        if opts.get("roles") != "heuristic":
+            lm_agent_ = build_agent(data["agent"], **{**opts, "model": "fake:x"})
+            assert lm_agent_.kind == "lm", f
+    ablation = build_agent("rmcts-mad", model="fake:x", reflection={"value": {"enabled": False}})
+    assert ablation.config.reflection.value_enabled is False and not ablation.config.value_memory
+    assert ablation.config.policy_memory and ablation.value.kind == "debate"
+    with pytest.raises(ValueError, match="unknown key"):
+        build_agent("mcts", search={"n_simulation": 3})
