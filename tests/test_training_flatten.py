@@ -12,7 +12,7 @@ from clew.agents.distilled import BACKTRACK_TURN, system_prompt
 from clew.envs.base import Task
 from clew.search.tree import Tree
 from clew.training.flatten import (
-    Act, Back, ExportOptions, FlattenError, Obs, count_actions, el_turns, export_episode,
+    Act, Back, ExportOptions, assessment, completion_text, FlattenError, Obs, count_actions, el_turns, export_episode,
     flatten_episode, flatten_step, il_turns, make_samples, select_traversals, state_ids,
     teacher_force,
 )
@@ -196,6 +196,35 @@ def test_no_backtrack_env_gets_no_backtrack_turns():
     assert out.el_skipped is None
     assert all("backtrack" not in m["content"] for s in out.el for m in s.messages)
     assert "backtrack" not in out.el[0].messages[0]["content"]  # not offered in the prompt
+
+
+def test_no_backtrack_env_issues_each_action_once():
+    tree, _, _ = worked_example()
+    e = {x.action: x.edge_id for x in tree.edges}
+    d = tree.new_node(tree.edges[e["D"]].parent, tree.edges[e["D"]], obs="<s5>")
+    d.value = 0.3
+    travs = [[e["A"]], [e["A"], e["C"]], [e["B"]], [e["A"], e["D"]]]
+    items = flatten_step(tree, travs, backtrack=False)
+    assert [x.edge.action for x in items if isinstance(x, Act)] == ["A", "C", "B", "D"]
+    assert not any(isinstance(x, Back) for x in items)
+
+
+def test_assessment_text_signed_scale_and_heuristic_completions():
+    tree, record, _ = worked_example()
+    s3 = tree.edges[[x.action for x in tree.edges].index("C")].child
+    obs = Obs(s3, 0, scale="signed")
+    s3.value = -0.2                      # signed D; shown on the unit scale as 0.40
+    s3.value_record = {"samples": [["E", "Thoughts: off\n track\nSTATUS CODE: E"],
+                                   ["D", "Thoughts: unsure\nSTATUS CODE: D"]]}
+    assert assessment(obs) == "Assessment: unsure (progress estimate: 0.40)"
+    assert assessment(obs, "number") == "Assessment: (progress estimate: 0.40)"
+    assert assessment(obs, "text") == "Assessment: unsure"
+    s3.value_record = {"v": -0.2, "kind": "heuristic", "samples": []}
+    assert assessment(obs) == "Assessment: (progress estimate: 0.40)"
+    assert assessment(Obs(tree.root, 0)) is None         # o_0 has no evaluation
+    # a heuristic policy records the bare action: the turn gets the answer line
+    assert completion_text("down", "down") == "Next action: ```down```"
+    assert completion_text("think\nNext action: ```down```", "down").startswith("think")
 
 
 def test_length_filter_counts_forward_and_backtrack_turns():

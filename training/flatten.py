@@ -26,13 +26,23 @@ Decisions (spec [D] items and our own):
 * ``assessment_pick="closest"``, ``assessment_value="both"`` (D12): rationale text plus the value
   on the unit scale with two decimals; a signed value v is shown as (v + 1) / 2. A state with no
   written rationale (heuristic value functions) gets the number only.
-* An edge with no raw completion (heuristic policy) gets the answer line alone,
-  ``Next action: ```a````; the same holds for IL steps with no ``raw``.
+* An edge whose raw completion does not state its action (no answer phrase, no fence: heuristic
+  policies record the bare action) gets the answer line alone, ``Next action: ```a````; the same
+  holds for IL steps.
 * For envs whose ``flags.supports_backtrack`` is False no Back items are made: the new actions of
-  each kept traversal follow each other as real actions (§6.10).
+  each kept traversal follow each other as real actions (§6.10), and an action already issued in
+  the episode (a query) is not issued again.
 * Replay mismatches (a replayed observation differing from the logged one) are counted, not
   fatal, because D23 renders clocks from the replayed step count; ``strict`` makes them fatal.
+* The env's own step budget is *not* lifted during the replay (D23 asks to): there is no generic
+  switch for it, and a trajectory longer than the budget could not be run by the distilled agent
+  either. Such episodes are skipped and counted. A replay that reaches a finished state before
+  its last turn (the search walked into the goal and went on searching) ends there when the
+  grade is at least the episode's: a shorter successful trajectory.
+* A backtrack to the state the replay is already in (the branch held only invalid actions,
+  which create no state at inference) is left out.
 * Targets that mention reflections are dropped and counted (D22, no rephrasing).
+* ``el_subsample`` (the code's subsampling to 30 trajectories) is not implemented: off by default.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ def sft_config(cfg: TrainConfig):
         warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay,
         max_grad_norm=cfg.max_grad_norm, seed=cfg.seed, data_seed=cfg.seed,
         use_cpu=use_cpu, bf16=precision == "bf16", fp16=precision == "fp16",
-        gradient_checkpointing=cfg.gradient_checkpointing,
+        activation_checkpointing=cfg.gradient_checkpointing,
         assistant_only_loss=cfg.assistant_only_loss, completion_only_loss=True,
         max_length=cfg.max_length, truncation_mode=cfg.truncation_mode, packing=cfg.packing,
         report_to=list(cfg.report_to) or "none", run_name=cfg.run_name,

@@ -1,6 +1,12 @@
-"""clew.agents.lm: the LM interface and its backends (vllm, openai, hf, fake)."""
+"""clew.agents.lm: the LM interface and its backends (vllm, openai, hf, fake).
+
+``load_model("hf:PATH")`` builds a backend from a model spec string (DESIGN §2); the vllm backend
+is imported only when a ``vllm:`` spec is loaded.
+"""
 
 from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError, Sampling
 from clew.agents.lm.fake import FakeLM
+from clew.agents.lm.spec import load_model
 
-__all__ = ["ChatRequest", "Completion", "LanguageModel", "LMError", "Sampling", "FakeLM"]
+__all__ = ["ChatRequest", "Completion", "LanguageModel", "LMError", "Sampling", "FakeLM",
+           "load_model"]
