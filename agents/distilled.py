@@ -7,7 +7,7 @@ The turn format lives here, in one place, and the EL/IL exporter (:mod:`clew.tra
 renders its training chats with the same functions, so training and inference agree:
 
 * system: :func:`system_prompt` (``el``: explorer prompt with ``backtrack``; ``il``: the plain
-  policy prompt, no examples, no reflections);
+  policy rules, no examples, no reflections): role, action grammar, rules;
 * first user turn: ``TASK: <env.instructions()>`` then ``[S0] OBSERVATION:`` and
   ``PREVIOUS ACTION: none``;
 * later user turns: ``[S<k>] OBSERVATION: ... PREVIOUS ACTION: <env.canonical(action)>``; after a
@@ -19,8 +19,13 @@ every valid forward step creates the next id; a backtrack cuts the path back to 
 
 Decisions:
 
-* The task text g is ``env.instructions()``, in the system prompt (as in §8.1,
-  :mod:`clew.agents.prompts`) and after ``TASK:`` in the first user turn (§6.11).
+* The task text g is ``env.instructions()``, once, after ``TASK:`` in the first user turn
+  (§6.11); the system prompt holds the role, the action grammar and the rules (§8.7). Unlike
+  the search policy prompt (:mod:`clew.agents.prompts`, which also puts the instructions in the
+  system turn) the task is not repeated: env instructions run to hundreds of tokens, and the
+  distilled models (small, short contexts) see every prompt in full.
+* IL uses the same turns with the plain policy rules (§8.1) instead of the explorer rules, so
+  EL and IL models differ only in what they were trained on.
 * Answers are parsed by the shared policy parser (``extract_action_text``, D30); an answer
   whose action is ``backtrack S<k>`` / ``backtrack`` becomes a runner backtrack decision.
 * After a valid backtrack the user turn shows ``env.observation()`` of the restored state, not
@@ -30,7 +35,11 @@ Decisions:
   env rejects it as an invalid step, which is how the runner counts format failures.
 * History longer than ``max_history_pairs`` (observation, action) pairs, the current one
   included, keeps the first 2 and the last ``max_history_pairs - 2``: the elision of the training
-  samples (§6.8: 8 = 2 + 6), so the model sees at inference what it was trained on.
+  samples (§6.8: 8 = 2 + 6), so the model sees at inference what it was trained on. When the
+  model's context (``context_tokens``, else the backend's ``max_positions`` / ``max_model_len``)
+  would still overflow, older pairs go first, then the first two (§8.1 D), counted in
+  ``episode.scratch["distilled_context_cuts"]``; a first turn that alone is too long still
+  fails in the backend with a clear error.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ from typing import Any, Literal
 
 from clew.agents.base import BaseAgent, Decision, Episode, StepRecord
 from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
-from clew.agents.prompts import ANSWER_PHRASE, Context, extract_action_text, policy_messages
+from clew.agents.prompts import ANSWER_PHRASE, extract_action_text
 from clew.envs.base import Env
 
 BACKTRACK_RE = re.compile(r"^\s*backtrack(?:\s+S?(\d+))?\s*$", re.IGNORECASE)
@@ -76,39 +85,39 @@ def answer(action: str, phrase: str = ANSWER_PHRASE) -> str:
 
 # --- prompts and turns ------------------------------------------------------------------------
 def system_prompt(env: Env, fmt: Format = "el", backtrack: bool | None = None) -> str:
-    """Explorer system prompt (§8.7) for ``el``; for ``il`` the standard policy system prompt
-    of §8.1 (:mod:`clew.agents.prompts`) without examples and reflections (§6.8)."""
-    task, grammar = env.instructions(), env.action_help()
-    if fmt == "il":
-        ctx = Context(task=task, observations=[""], action_help=grammar)
-        return policy_messages(ctx, icl_max_history_actions=0)[0]["content"]
+    """Explorer system prompt (§8.7) for ``el``; the plain policy prompt (§8.1 rules, no
+    examples, no reflections) for ``il``. The task itself is in the first user turn."""
+    grammar = env.action_help()
     if backtrack is None:
-        backtrack = env.flags.supports_backtrack
+        backtrack = fmt == "el" and env.flags.supports_backtrack
     if backtrack:
         grammar += ("\nbacktrack S<k>: return to the earlier state S<k> on your current path "
                     "(the world goes back to how it was there; the step still counts).")
-    rules = [
-        "Issue exactly one action per turn, and only actions that are valid in the current "
-        "observation.",
-        "When unsure, explore to gather information; think about the consequences of an action "
-        "before taking it.",
-    ]
-    if backtrack:
-        rules.append("Whenever the current branch looks wrong, backtrack to an earlier state "
-                     "and try a different option.")
-    rules += [
-        "Start each reply with \"Assessment:\" on how promising the current state is, then "
-        "reason, then give the action.",
-        f"End your reply with the phrase \"{ANSWER_PHRASE}\" followed by the action inside a "
-        "triple-backtick fence, and write nothing after it.",
-        "When the task is done, issue the completion action if the environment has one.",
-    ]
-    return (
-        "You are an autonomous agent that explores a text environment and solves tasks by "
-        "issuing actions.\nEach turn you receive the task (first turn), the id [S<k>] and the "
-        "observation of your current state, and your previous action.\n\n"
-        f"ENVIRONMENT:\n{task}\n\nACTIONS:\n{grammar}\n\nRULES:\n"
-        + "\n".join(f"{i}. {r}" for i, r in enumerate(rules, 1)))
+    rules = [("Issue exactly one action per turn, and only actions that are valid in the "
+              "current observation.")]
+    if fmt == "el":
+        rules.append("When unsure, explore to gather information; think about the consequences "
+                     "of an action before taking it.")
+        if backtrack:
+            rules.append("Whenever the current branch looks wrong, backtrack to an earlier state "
+                         "and try a different option.")
+        rules.append("Start each reply with \"Assessment:\" on how promising the current state "
+                     "is, then reason, then give the action.")
+    else:
+        rules += ["Try to finish the task in as few actions as possible.",
+                  ("Think step by step about the task, the observation and the history "
+                   "before acting.")]
+    rules += [(f"End your reply with the phrase \"{ANSWER_PHRASE}\" followed by the action "
+               "inside a triple-backtick fence, and write nothing after it."),
+              "When the task is done, issue the completion action if the environment has one."]
+    role = ("You are an autonomous agent that explores a text environment and solves tasks by "
+            "issuing actions." if fmt == "el" else
+            "You are an autonomous agent that solves tasks in a text environment by issuing "
+            "actions.")
+    return (f"{role}\nEach turn you receive the task (first turn), the id [S<k>] and the "
+            "observation of your current state, and your previous action.\n\n"
+            f"ACTIONS:\n{grammar}\n\nRULES:\n"
+            + "\n".join(f"{i}. {r}" for i, r in enumerate(rules, 1)))
 
 
 def first_user(env: Env, sid: int, obs: str) -> str:
@@ -177,7 +186,8 @@ class DistilledAgent(BaseAgent):
     def __init__(self, model: str | LanguageModel, format: Format = "el",
                  temperature: float = 0.7, top_p: float = 0.9, max_tokens: int = 384,
                  greedy: bool = False, seed: int | None = 0, max_history_pairs: int | None = 8,
-                 label: str | None = None, model_options: dict[str, Any] | None = None):
+                 context_tokens: int | None = None, label: str | None = None,
+                 model_options: dict[str, Any] | None = None):
         if max_history_pairs is not None and max_history_pairs < 3:
             raise ValueError("distilled agent: max_history_pairs must be >= 3 (or null)")
         if format not in ("el", "il"):
@@ -187,10 +197,11 @@ class DistilledAgent(BaseAgent):
         self.format: Format = format
         #: the runner keeps state snapshots only for agents that may backtrack
         self.backtracks = format == "el"
-        self.sampling = dict(temperature=0.0 if greedy else temperature, top_p=top_p,
-                             max_tokens=max_tokens)
+        self.sampling = {"temperature": 0.0 if greedy else temperature, "top_p": top_p,
+                         "max_tokens": max_tokens}
         self.seed = seed
         self.max_history_pairs = max_history_pairs
+        self.context_tokens = context_tokens
         self._lm: LanguageModel | None = model if isinstance(model, LanguageModel) else None
         if label:
             self.name = label
@@ -219,11 +230,37 @@ class DistilledAgent(BaseAgent):
         chat.seen_steps = len(episode.steps)
         return chat
 
+    def _context_limit(self) -> int | None:
+        if self.context_tokens:
+            return self.context_tokens
+        lm = self.lm
+        return getattr(lm, "max_positions", None) or getattr(lm, "max_model_len", None)
+
+    def _fit(self, messages: list[Message], episode: Episode) -> list[Message]:
+        """The elided history; shorter still when the model's context would overflow (§8.1)."""
+        keep_tail = None if self.max_history_pairs is None else self.max_history_pairs - 2
+        msgs = elide(messages, 2, keep_tail)
+        limit, count = self._context_limit(), getattr(self.lm, "prompt_ids", None)
+        if not limit or count is None:
+            return msgs
+        budget = limit - self.sampling["max_tokens"]
+        n_pairs = len(messages) // 2          # (user, assistant) pairs, the pending user included
+        keep_tail = max(1, min(keep_tail or n_pairs, n_pairs - 2))
+        keep_first = min(2, n_pairs - keep_tail)
+        while len(count(msgs)) > budget and (keep_tail > 1 or keep_first > 0):
+            if keep_tail > 1:
+                keep_tail -= 1
+            else:
+                keep_first -= 1
+            msgs = elide(messages, keep_first, keep_tail)
+            episode.scratch["distilled_context_cuts"] = (
+                episode.scratch.get("distilled_context_cuts", 0) + 1)
+        return msgs
+
     async def act(self, episode: Episode) -> Decision:
         chat = self._chat(episode)
         seed = None if self.seed is None else self.seed * 100_003 + episode.t
-        keep_last = None if self.max_history_pairs is None else self.max_history_pairs - 2
-        request = ChatRequest(elide(chat.messages, 2, keep_last),
+        request = ChatRequest(self._fit(chat.messages, episode),
                               Sampling(n=1, seed=seed, **self.sampling), role="policy")
         completion = (await self.lm.generate([request]))[0][0]
         episode.usage.record("policy", completion.usage)
@@ -248,10 +285,12 @@ def decide(text: str, path: list[int]) -> Decision:
 def make_distilled(model: str, format: Format = "el", temperature: float = 0.7,
                    top_p: float = 0.9, max_tokens: int = 384, greedy: bool = False,
                    seed: int | None = 0, max_history_pairs: int | None = 8,
+                   context_tokens: int | None = None,
                    label: str | None = None,
                    model_options: dict[str, Any] | None = None) -> DistilledAgent:
     """Factory registered as ``distilled`` in :mod:`clew.eval.agents`."""
     return DistilledAgent(model, format=format, temperature=temperature, top_p=top_p,
                           max_tokens=max_tokens, greedy=greedy, seed=seed,
-                          max_history_pairs=max_history_pairs, label=label,
+                          max_history_pairs=max_history_pairs,
+                          context_tokens=context_tokens, label=label,
                           model_options=model_options)

@@ -286,9 +286,12 @@ class ReflectionMemory:
 
     async def settle(self) -> None:
         """Await reflection jobs of finished tasks (so their records exist before a new task)."""
+        import asyncio
+
         while self.pending:
-            job = self.pending.pop(0)
-            await job
+            jobs = list(self.pending)
+            await asyncio.gather(*jobs)     # several episodes may await the same jobs
+            self.pending = [j for j in self.pending if j not in jobs]
 
 
 _OPEN: dict[tuple[str, str], ReflectionMemory] = {}

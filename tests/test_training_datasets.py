@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from training_toys import write_run
-
 from clew.envs import registry
 from clew.scripts.cli import main
 from clew.training.datasets import (
-    DataConfig, build_datasets, is_selected, load_chat_dataset, save_datasets,
+    DataConfig,
+    build_datasets,
+    is_selected,
+    load_chat_dataset,
+    save_datasets,
 )
+from training_toys import write_run
 
 
 @pytest.fixture(autouse=True)
@@ -48,13 +51,16 @@ def test_selection_by_ground_truth_or_estimate():
 
 def test_jsonl_export_and_reload(tmp_path):
     run = write_run(tmp_path / "run", n_tasks=1, failed=False, without_trees=False)
-    cfg = DataConfig(runs=[str(run)], formats=["chat", "prompt_completion", "context_response"])
+    cfg = DataConfig(runs=[str(run)],
+                     formats=["chat", "openai", "prompt_completion", "context_response"])
     ds, report = build_datasets(cfg)
     out = save_datasets(ds, report, tmp_path / "data", cfg.formats)
     lines = [json.loads(x) for x in (out / "el.jsonl").read_text().splitlines()]
     assert len(lines) == 4 and lines[-1]["meta"]["kind"] == "el"
     for m in lines[-1]["messages"]:
         assert ("weight" in m) == (m["role"] == "assistant")
+    oa = json.loads((out / "el.openai.jsonl").read_text().splitlines()[-1])
+    assert oa == {"messages": lines[-1]["messages"]}
     pc = json.loads((out / "el.prompt_completion.jsonl").read_text().splitlines()[-1])
     assert pc["completion"][0]["content"] == lines[-1]["messages"][-1]["content"]
     assert pc["prompt"][-1]["role"] == "user"

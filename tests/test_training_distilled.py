@@ -6,16 +6,19 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from training_toys import TreeEnv, raw, worked_example
-
 from clew.agents.distilled import (
-    DistilledAgent, decide, elide, extract_action, parse_backtrack,
+    DistilledAgent,
+    decide,
+    elide,
+    extract_action,
+    parse_backtrack,
 )
 from clew.agents.lm.fake import FakeLM
 from clew.envs import registry
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
 from clew.training.flatten import el_turns, flatten_episode, teacher_force
+from training_toys import TreeEnv, raw, worked_example
 
 
 @pytest.fixture(autouse=True)
@@ -86,10 +89,9 @@ def test_history_elision_keeps_first_two_and_last_pairs():
 
 def test_elided_prompts_at_inference_equal_elided_training_samples():
     """With history elision on, every request of the agent is its training sample's context."""
-    from training_toys import raw as rawc
-
     from clew.search.tree import Tree
     from clew.training.flatten import make_samples
+    from training_toys import raw as rawc
 
     tree0, record, task = worked_example()
     tree1 = Tree.with_root("<s2>")
@@ -126,3 +128,27 @@ def test_il_format_has_no_backtrack_or_assessment():
     asyncio.run(run_episode(DistilledAgent(lm, format="il"), task, max_steps=3))
     system = lm.calls[0].messages[0]["content"]
     assert "backtrack" not in system and "Assessment" not in system
+
+
+class CountingLM(FakeLM):
+    """A fake model with a context window: one token per character."""
+
+    max_positions = 1400
+
+    def prompt_ids(self, messages):
+        return list(range(sum(len(m["content"]) for m in messages)))
+
+
+def test_history_shrinks_to_fit_the_model_context():
+    _, _, task = worked_example()
+    task = type(task)(task.env, {**task.params, "goal": "none"}, id="long")
+    moves = ["A", "backtrack S0"] * 6
+    lm = CountingLM([f"Next action: ```{m}```" for m in moves])
+    agent = DistilledAgent(lm, max_tokens=10, max_history_pairs=None)
+    rec = asyncio.run(run_episode(agent, task, max_steps=len(moves)))
+    assert rec["outcome"]["steps"] == len(moves)
+    sizes = [len(lm.prompt_ids(c.messages)) for c in lm.calls]
+    assert max(sizes) <= 1400 - 10
+    full = [m for m in lm.calls[-1].messages]
+    assert full[0]["role"] == "system" and full[-1]["content"].startswith("[S6] OBSERVATION")
+    assert len(lm.calls[-1].messages) < 2 * len(moves)  # something was cut

@@ -3,19 +3,34 @@ STOP handling, IL = executed actions, and no-backtrack envs."""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from training_toys import NoBacktrackTreeEnv, TreeEnv, raw, worked_example
+from itertools import pairwise
 
+import pytest
 from clew.agents.distilled import BACKTRACK_TURN, system_prompt
 from clew.envs.base import Task
 from clew.search.tree import Tree
 from clew.training.flatten import (
-    Act, Back, ExportOptions, assessment, completion_text, FlattenError, Obs, count_actions, el_turns, export_episode,
-    flatten_episode, flatten_step, il_turns, make_samples, select_traversals, state_ids,
+    Act,
+    Back,
+    ExportOptions,
+    FlattenError,
+    Obs,
+    assessment,
+    completion_text,
+    count_actions,
+    el_turns,
+    export_episode,
+    flatten_episode,
+    flatten_step,
+    il_turns,
+    make_samples,
+    select_traversals,
+    state_ids,
     teacher_force,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from training_toys import NoBacktrackTreeEnv, TreeEnv, raw, worked_example
 
 
 def describe(items, tree=None):
@@ -82,7 +97,7 @@ def test_worked_example_turns_and_last_sample_exactly():
 
 
 def test_worked_example_il_is_the_executed_action_only():
-    tree, record, task = worked_example()
+    tree, record, _ = worked_example()
     out = export_episode(record, {0: tree}, TreeEnv)
     assert len(out.el) == 4 and out.el_actions == 4
     assert len(out.il) == 1
@@ -210,7 +225,7 @@ def test_no_backtrack_env_issues_each_action_once():
 
 
 def test_assessment_text_signed_scale_and_heuristic_completions():
-    tree, record, _ = worked_example()
+    tree, _, _ = worked_example()
     s3 = tree.edges[[x.action for x in tree.edges].index("C")].child
     obs = Obs(s3, 0, scale="signed")
     s3.value = -0.2                      # signed D; shown on the unit scale as 0.40
@@ -289,7 +304,7 @@ def test_backtracks_exactly_where_the_branch_changes(case):
     # walk the items: every Act leaves the current node, every Back goes to an ancestor
     cur = [tree.root]
     leaves = []
-    for prev, item in zip(items, items[1:]):
+    for prev, item in pairwise(items):
         if isinstance(item, Act):
             assert item.edge.parent is cur[-1]
             if item.edge.is_stop:

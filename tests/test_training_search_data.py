@@ -8,7 +8,6 @@ import asyncio
 from collections import Counter
 
 import pytest
-
 from clew.agents.distilled import DistilledAgent
 from clew.agents.lm.fake import FakeLM
 from clew.envs.base import Task
@@ -18,12 +17,16 @@ from clew.eval.agents import build_agent
 from clew.eval.rundir import RunDir
 from clew.eval.runner import run_episode, run_suite
 from clew.training.datasets import (
-    DataConfig, build_datasets, is_selected, read_episodes, read_trees,
+    DataConfig,
+    build_datasets,
+    is_selected,
+    read_episodes,
+    read_trees,
 )
 from clew.training.flatten import el_turns, flatten_episode, teacher_force
 
-MCTS = dict(roles="heuristic", search={"branching_factor": 4, "n_simulations": 8},
-            policy={"prior": "sampled", "n_samples": 20}, value={"noise": 0.3, "cap": 0.9})
+MCTS = {"roles": "heuristic", "search": {"branching_factor": 4, "n_simulations": 8},
+        "policy": {"prior": "sampled", "n_samples": 20}, "value": {"noise": 0.3, "cap": 0.9}}
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from training_toys import write_run
-
 from clew.agents.lm.base import ChatRequest, Sampling
 from clew.envs import registry
 from clew.scripts.cli import main
 from clew.training.datasets import DataConfig, build_datasets, save_datasets
 from clew.training.sft import TrainConfig, TrainResult, build_trainer, to_prompt_completion
+from training_toys import write_run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "train"
 
@@ -53,8 +52,9 @@ def test_config_errors_name_the_field(capsys):
     assert main(["train", "--model", "tiny:x", "--data", "d", "--out", "o", "nope=1"]) == 2
     assert "nope" in capsys.readouterr().err
     with pytest.raises(ValueError, match="report_to: wandb needs"):
-        from clew.training.sft import _check_reporters
         import importlib.util
+
+        from clew.training.sft import _check_reporters
         if importlib.util.find_spec("wandb"):
             pytest.skip("wandb is installed here")
         _check_reporters(["wandb"])
@@ -72,10 +72,11 @@ def el_data(tmp_path_factory):
 
 
 def tiny_config(root, model, **kw):
-    base = dict(model=str(model), data=str(root / "data" / "el"),
-                output_dir=str(root / "out"), max_length=256, max_steps=24, batch_size=4,
-                grad_accum=1, learning_rate=3e-3, lr_scheduler="constant", logging_steps=4,
-                save_checkpoints=False, lora={"r": 8, "alpha": 16, "dropout": 0.0}, seed=0)
+    base = {"model": str(model), "data": str(root / "data" / "el"),
+            "output_dir": str(root / "out"), "max_length": 256, "max_steps": 24,
+            "batch_size": 4, "grad_accum": 1, "learning_rate": 3e-3, "lr_scheduler": "constant",
+            "logging_steps": 4, "save_checkpoints": False,
+            "lora": {"r": 8, "alpha": 16, "dropout": 0.0}, "seed": 0}
     return TrainConfig(**{**base, **kw})
 
 
@@ -120,11 +121,10 @@ def test_training_lowers_the_loss(trained):
 
 def test_adapter_and_merged_model_give_the_same_greedy_output(trained):
     import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
     from clew.agents.lm.hf import HFModel
     from clew.training.datasets import load_chat_dataset
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
 
     cfg, result = trained
     base = cfg.model
@@ -155,10 +155,9 @@ def test_adapter_and_merged_model_give_the_same_greedy_output(trained):
 
 def test_distilled_agent_runs_the_adapter(trained, monkeypatch):
     """The distilled agent loads hf:BASE+lora:ADAPTER and plays an episode through the runner."""
-    from training_toys import worked_example
-
     from clew.agents.distilled import DistilledAgent
     from clew.eval.runner import run_episode
+    from training_toys import worked_example
 
     monkeypatch.setitem(registry.ENVS, "toy-tree", "training_toys:TreeEnv")
     cfg, result = trained
@@ -169,3 +168,18 @@ def test_distilled_agent_runs_the_adapter(trained, monkeypatch):
     assert record["outcome"]["steps"] == 3 and record["agent_kind"] == "learned"
     assert all(s["raw"] is not None for s in record["steps"])
     assert record["usage"]["policy"]["calls"] == 3
+
+
+def test_full_fine_tuning_writes_a_complete_model(el_data, tiny_model_dir):
+    from clew.agents.lm.hf import HFModel
+
+    out = el_data / "full"
+    code = main(["train", "--config", str(CONFIGS / "full-tiny.yaml"), "--model",
+                 str(tiny_model_dir), "--data", str(el_data / "data" / "el"), "--out", str(out),
+                 "max_steps=3", "max_length=128", "logging_steps=1"])
+    assert code == 0
+    assert (out / "config.json").exists() and not (out / "adapter_config.json").exists()
+    lm = HFModel(str(out))  # loads as a plain model, with the chat template
+    assert lm.tokenizer.chat_template
+    losses = json.loads((out / "clew_train.json").read_text())["losses"]
+    assert len(losses) == 3

@@ -151,7 +151,7 @@ def write_run(path, n_tasks: int = 3, failed: bool = True, without_trees: bool =
         save_tree(path / "trees" / record["key"] / "0.json.gz", tree)
         lines.append(record)
     if failed:
-        tree, record, task = variant(90)
+        tree, record, _ = variant(90)
         record = {**record, "key": "ex-fail#0", "outcome": {"success": False, "grade": 0.0}}
         save_tree(path / "trees" / record["key"] / "0.json.gz", tree)
         lines.append(record)

@@ -30,15 +30,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from clew.envs.base import Task
 from clew.envs.registry import make_for
 from clew.search.tree import Tree, load_tree
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
+from pydantic import BaseModel, ConfigDict, Field
 
 SUBSETS = ("el", "il_all", "il_matched")
-EXPORT_FORMATS = ("chat", "prompt_completion", "context_response")
+EXPORT_FORMATS = ("chat", "openai", "prompt_completion", "context_response")
 
 
 class DataConfig(BaseModel):
@@ -60,7 +59,7 @@ class DataConfig(BaseModel):
     env_options: dict[str, Any] = Field(default_factory=dict)
     subsets: list[Literal["el", "il_all", "il_matched"]] = Field(
         default_factory=lambda: list(SUBSETS))
-    formats: list[Literal["chat", "prompt_completion", "context_response"]] = Field(
+    formats: list[Literal["chat", "openai", "prompt_completion", "context_response"]] = Field(
         default_factory=lambda: ["chat"])
 
     def export_options(self) -> ExportOptions:
@@ -176,7 +175,7 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
             task = Task.from_dict(record["task"])
             out: EpisodeExport = export_episode(
                 record, read_trees(run, record["key"]),
-                lambda: make_for(task, **cfg.env_options), options=options)
+                lambda task=task: make_for(task, **cfg.env_options), options=options)
             if cfg.il_max_actions is not None and len(record["actions"]) > cfg.il_max_actions:
                 out.il, out.il_skipped = [], f"too long (> {cfg.il_max_actions} actions)"
             report["counts"].update(out.counts)
@@ -220,12 +219,15 @@ def _progress(items, enabled: bool, name: str):
 # --- writing and reading ------------------------------------------------------------------------
 def to_export(row: dict[str, Any], fmt: str) -> dict[str, Any]:
     """One JSONL line. ``chat``: spec_002 §6.8 (messages with weights on assistant turns, meta);
+    ``openai``: the same messages and nothing else (OpenAI fine-tuning files);
     ``prompt_completion``: TRL's conversational prompt/completion pair (last turn the target);
     ``context_response``: the authors' released shape (context, response, metadata)."""
     msgs = [{k: v for k, v in m.items() if v is not None} for m in row["messages"]]
     meta = {k: v for k, v in row.items() if k != "messages"}
     if fmt == "chat":
         return {"messages": msgs, "meta": meta}
+    if fmt == "openai":
+        return {"messages": msgs}
     context = [{"role": m["role"], "content": m["content"]} for m in msgs[:-1]]
     if fmt == "prompt_completion":
         return {"prompt": context, "completion": [{"role": "assistant",
@@ -247,8 +249,7 @@ def save_datasets(datasets: dict[str, Any], report: dict[str, Any], out: str | P
             file = out / (f"{name}.jsonl" if fmt == "chat" else f"{name}.{fmt}.jsonl")
             tmp = file.with_suffix(".tmp")
             with open(tmp, "w", encoding="utf-8") as fh:
-                for row in ds:
-                    fh.write(json.dumps(to_export(row, fmt), ensure_ascii=False) + "\n")
+                fh.writelines(json.dumps(to_export(row, fmt), ensure_ascii=False) + "\n" for row in ds)
             tmp.replace(file)
     (out / "export_report.json").write_text(json.dumps(report, indent=1))
     return out
@@ -272,7 +273,8 @@ def load_chat_dataset(path: str | Path):
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
             if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
-                raise ValueError(f"{path}:{i}: a line needs a 'messages' list")
+                # a bad file line, not a bad argument: ValueError like the other file errors
+                raise ValueError(f"{path}:{i}: a line needs a 'messages' list")  # noqa: TRY004
             rows.append({"messages": [{"role": m.get("role"), "content": m.get("content"),
                                        "weight": m.get("weight")} for m in obj["messages"]]})
         ds = Dataset.from_list(rows)

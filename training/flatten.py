@@ -52,7 +52,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from clew.agents.distilled import (
-    BACKTRACK_TURN, answer, decide, elide, first_user, forward_user, invalid_user, returned_user,
+    BACKTRACK_TURN,
+    answer,
+    decide,
+    elide,
+    first_user,
+    forward_user,
+    invalid_user,
+    returned_user,
     system_prompt,
 )
 from clew.agents.prompts import ANSWER_PHRASE
@@ -419,7 +426,7 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
             k = decision.info["backtrack"]
             if not env.flags.supports_backtrack or k is None or k not in path[:-1]:
                 raise ReplayError(f"turn {i}: cannot backtrack to S{k} from path "
-                                  f"{['S%d' % s for s in path]}")
+                                  f"{[f'S{s}' for s in path]}")
             env.restore(snaps[k], keep_clock=True)
             env.set_clock(env.clock() + 1)
             del path[path.index(k) + 1:]
@@ -542,8 +549,8 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
     opt = options or ExportOptions()
     task = Task.from_dict(record["task"])
     out = EpisodeExport()
-    cut = dict(mode=opt.sample_mode, keep_first=opt.elide_keep_first_pairs,
-               keep_last=opt.elide_keep_last_pairs)
+    cut = {"mode": opt.sample_mode, "keep_first": opt.elide_keep_first_pairs,
+           "keep_last": opt.elide_keep_last_pairs}
     env = make_env()
     if not trees:
         out.el_skipped = "no search trees"

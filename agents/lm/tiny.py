@@ -49,7 +49,8 @@ def _corpus() -> list[str]:
 
 
 def build_tiny_model(path: str | Path, *, vocab_size: int = 2048, hidden_size: int = 128,
-                     num_layers: int = 2, num_heads: int = 2, seed: int = 0) -> Path:
+                     num_layers: int = 2, num_heads: int = 2, max_positions: int = 8192,
+                     seed: int = 0) -> Path:
     """Create a tiny chat model + tokenizer in ``path`` (idempotent: reuses a finished build)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -81,7 +82,7 @@ def build_tiny_model(path: str | Path, *, vocab_size: int = 2048, hidden_size: i
         vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=hidden_size * 2,
         num_hidden_layers=num_layers, num_attention_heads=num_heads,
         num_key_value_heads=num_heads, head_dim=hidden_size // num_heads,
-        max_position_embeddings=2048, tie_word_embeddings=True,
+        max_position_embeddings=max_positions, tie_word_embeddings=True,
         bos_token_id=None, eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
         pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
     )
@@ -92,5 +93,6 @@ def build_tiny_model(path: str | Path, *, vocab_size: int = 2048, hidden_size: i
     model.generation_config.pad_token_id = config.pad_token_id
     model.save_pretrained(path)
     marker.write_text(json.dumps({"vocab_size": len(tok), "hidden_size": hidden_size,
-                                  "layers": num_layers, "seed": seed}))
+                                  "layers": num_layers, "max_positions": max_positions,
+                                  "seed": seed}))
     return path

@@ -13,10 +13,9 @@ import pytest
 
 pytest.importorskip("vllm.sampling_params")  # a bare tests/vllm folder must not count
 
-from vllm_helpers import CHATS, ENGINE, greedy, summary  # noqa: E402
-
-from clew.agents.lm.spec import load_model  # noqa: E402
-from clew.training.merge import merge_adapter  # noqa: E402
+from clew.agents.lm.spec import load_model
+from clew.training.merge import merge_adapter
+from vllm_helpers import CHATS, ENGINE, greedy, summary
 
 pytestmark = pytest.mark.vllm
 
