@@ -68,6 +68,7 @@ class Episode:
         self.trees: list[Any] = []  # (step, tree dict) pairs, written to disk by the runner
         # The current path of real states for BACKTRACK (spec_002 §6.10): state ids, S0 first.
         self.path: list[int] = [0]
+        self.max_steps: int | None = None  # the runner's step limit, for agents that plan ahead
 
     @property
     def obs(self) -> Observation:

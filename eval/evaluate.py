@@ -52,6 +52,12 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
     tasks = select_tasks(cfg)
     check_agent(cfg)
     run = RunDir(cfg.out or default_out(cfg))
+    if cfg.agent.startswith("rmcts"):
+        # Reflection memory lives in the run directory unless the config names another store
+        # (DESIGN §3); a resumed run keeps learning from the same memory.
+        memory = cfg.agent_options.setdefault("memory", {})
+        if isinstance(memory, dict) and memory.get("enabled", True):
+            memory.setdefault("dir", str(run.path / "memory"))
     record = cfg.model_dump()
     record["out"] = str(run.path)
     record["clew_version"] = clew_version()

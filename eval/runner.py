@@ -20,6 +20,7 @@ an invalid step that changes nothing.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import sys
 import time
 import traceback
@@ -91,14 +92,15 @@ async def run_episode(
 ) -> dict[str, Any]:
     """Play one episode; return its record (what ``episodes.jsonl`` holds)."""
     start = time.perf_counter()
+    limit = max_steps or DEFAULT_MAX_STEPS
     env = make_for(task, **(env_options or {}))
     episode = Episode(task, env, env.reset(task), key or episode_key(task, 0))
+    episode.max_steps = limit
     # Snapshots only for agents that may backtrack: other agents should not pay for them.
     keep_snaps = env.flags.supports_backtrack and getattr(agent, "backtracks", False)
     snapshots = {0: env.snapshot()} if keep_snaps else {}
     next_id = 1
     stopped_by = None
-    limit = max_steps or DEFAULT_MAX_STEPS
     if max_invalid_streak is None:
         max_invalid_streak = getattr(env, "max_invalid_streak", 3)
     while not env.done:
@@ -122,7 +124,14 @@ async def run_episode(
             if on_tree:
                 on_tree(t, tree)
         episode.trees.clear()
-    agent.on_episode_end(episode)
+        if decision.info.get("end_episode") and not env.done:
+            stopped_by = "agent_ended"  # e.g. R-MCTS commit_path_and_end (spec_002 D6)
+            break
+    # Agents may finish asynchronously (R-MCTS writes its reflections here): wait, so their
+    # token usage is in the record and nothing is cancelled when the loop closes.
+    finishing = agent.on_episode_end(episode)
+    if inspect.isawaitable(finishing):
+        await finishing
     stopped_by = "done" if env.done else (stopped_by or "max_steps")
     record = _record(agent, episode, env, stopped_by, time.perf_counter() - start)
     record["env_options"] = dict(env_options or {})

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
 from clew.agents.heuristics.roles import (
-    HeuristicPolicy, HeuristicValue, TemplateReflector, progress,
+    HeuristicPolicy,
+    HeuristicValue,
+    TemplateReflector,
+    progress,
 )
 from clew.agents.prompts import Context
 from clew.envs.registry import make_for
@@ -39,7 +41,7 @@ def test_policy_proposes_legal_actions_with_normalised_priors(grid, prior):
 
 
 def test_oracle_prior_prefers_progress(grid):
-    task, env = grid
+    _, env = grid
     base = progress(env)
     props = asyncio.run(HeuristicPolicy("oracle", branching_factor=4, n_samples=200,
                                         oracle_temperature=0.01).propose(ctx(env)))

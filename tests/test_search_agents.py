@@ -336,7 +336,6 @@ def test_every_preset_builds_with_heuristic_and_lm_roles():
     from pathlib import Path
 
     import yaml
-
     from clew.eval.agents import build_agent
     from clew.eval.config import EvalConfig
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_search_agents import ToyTreeEnv
-
 from clew.envs.base import Task
 from clew.envs.registry import register
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
+from test_search_agents import ToyTreeEnv
 
 
 class LenientToyEnv(ToyTreeEnv):

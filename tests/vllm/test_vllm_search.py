@@ -23,7 +23,7 @@ from clew.eval.runner import run_episode
 from vllm_helpers import ENGINE
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from test_search_lm_backends import LenientToyEnv  # noqa: E402,F401  (the env class)
+from test_search_lm_backends import LenientToyEnv  # noqa: F401  (the env class)
 
 pytestmark = pytest.mark.vllm
 register("toy-lenient", "test_search_lm_backends:LenientToyEnv")
