@@ -33,7 +33,7 @@ test-main: $(STAMP) browser
 
 test-vllm: $(STAMP)
 	bash scripts/setup_vllm_cpu.sh $(VLLM_VENV)
-	$(VLLM_VENV)/bin/pytest -q -m vllm tests/vllm
+	$(VLLM_VENV)/bin/pytest -q -m vllm tests/vllm_cpu
 
 # Debian's Chromium for the headless-browser tests of the HTML report and tree viewer.
 browser:

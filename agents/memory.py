@@ -38,6 +38,7 @@ import json
 import threading
 import uuid
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -203,7 +204,8 @@ class VectorStore:
             return []
         q = self.embedder.encode([query])
         k = min(self.index.ntotal, m + (self.index.ntotal - visible))
-        scores, ids = self.index.search(q, k)
+        with _single_thread_faiss():
+            scores, ids = self.index.search(q, k)
         out = []
         for cos, i in zip(scores[0], ids[0]):
             if i < 0 or i >= visible:
@@ -215,6 +217,26 @@ class VectorStore:
             if len(out) == m:
                 break
         return out
+
+
+@contextmanager
+def _single_thread_faiss():
+    """Run FAISS on one OpenMP thread inside the block, then restore the previous count.
+
+    Why: a search here is one query. FAISS's flat search splits a single query across OpenMP
+    threads that then keep spinning, and on a small machine they compete with the model and
+    the event loop: with 100k entries one thread answered in ~6 ms against ~24 ms with two
+    (benchmarks/bench_memory.py, 2 cores). The setting is the calling thread's OpenMP
+    ``nthreads`` and is restored, so batch work elsewhere in the process keeps its threads.
+    """
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 SCORE_MODES = ("cosine", "langchain_compat")

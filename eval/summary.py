@@ -76,6 +76,15 @@ def by_task(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {tid: aggregate(rs) for tid, rs in sorted(groups.items())}
 
 
+def by_env(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Records grouped by environment family: a suite like ``exploration-v1`` mixes families
+    whose metrics mean different things, so comparisons are read per family."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(r.get("task", {}).get("env", "?"), []).append(r)
+    return dict(sorted(groups.items()))
+
+
 def metrics_document(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "aggregate": aggregate(records),

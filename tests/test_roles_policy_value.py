@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 
 import pytest
 from clew.agents.lm.base import LMError
@@ -15,9 +17,12 @@ from clew.agents.value import (
     SingleValue,
     ValueCache,
     ValueCallError,
+    ValueRecord,
     aggregate,
     parse_status,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 class Grammar:
@@ -205,3 +210,31 @@ def test_value_cache_keys():
     assert k != ValueCache.key(a, "cfg", ["refl-1"])
     stop = ctx(observations=["o0", "o1"], actions=["a"], final_action="stop")
     assert k != ValueCache.key(stop, "cfg")
+
+
+# --- value record serialisation ----------------------------------------------------------------
+_json_leaf = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
+_json = st.recursive(_json_leaf, lambda kids: st.lists(kids, max_size=3)
+                     | st.dictionaries(st.text(max_size=3), kids, max_size=3), max_leaves=10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(v=st.floats(allow_nan=False), letters=st.lists(st.sampled_from([None, "A", "C", "E"]),
+                                                       max_size=4),
+       debate=st.none() | st.dictionaries(st.text(max_size=3), _json, max_size=3),
+       info=st.dictionaries(st.text(max_size=3), _json, max_size=3),
+       ids=st.lists(st.text(max_size=3), max_size=3))
+def test_value_record_to_dict_equals_asdict_and_is_a_copy(v, letters, debate, info, ids):
+    rec = ValueRecord(v=v, kind="debate", samples=[(x, f"t{i}") for i, x in enumerate(letters)],
+                      n_parse_fail=letters.count(None), all_failed=False, rubric="r",
+                      debate=debate, retrieved_reflection_ids=ids,
+                      retrieved_scores=[0.5] * len(ids), info=info)
+    expected = dataclasses.asdict(rec)
+    expected["samples"] = [list(s) for s in rec.samples]
+    d = rec.to_dict()
+    assert d == expected and list(d) == list(expected)  # same keys in the same order
+    assert json.dumps(d) == json.dumps(expected)
+    before = list(ids)
+    rec.info["new"] = 1  # the dict is a snapshot, as asdict's was
+    rec.retrieved_reflection_ids.append("x")
+    assert "new" not in d["info"] and d["retrieved_reflection_ids"] == before

@@ -1,4 +1,9 @@
-"""Uniform random agent over the env's legal actions: the universal no-skill baseline."""
+"""Uniform random agent over the env's legal actions: the universal no-skill baseline.
+
+Envs whose action space is not a short list (HillSearch's continuous x, MaxSatSearch's 2^n
+assignments) expose no ``legal_actions``; there the agent asks uniformly random valid queries
+(:class:`~clew.agents.heuristics.explore_exploit.RandomQuery`), so one agent covers every suite.
+"""
 
 from __future__ import annotations
 
@@ -24,5 +29,10 @@ class RandomAgent(BaseAgent):
             rng = episode.scratch["rng"] = random.Random(zlib.crc32(key.encode()))
         actions = episode.env.legal_actions()
         if not actions:
-            raise RuntimeError(f"{episode.task.env}: no legal action for the random agent")
+            query = episode.scratch.get("random_query")
+            if query is None:
+                from clew.agents.heuristics.explore_exploit import RandomQuery
+
+                query = episode.scratch["random_query"] = RandomQuery(seed=self.seed)
+            return await query.act(episode)
         return Decision(rng.choice(actions))

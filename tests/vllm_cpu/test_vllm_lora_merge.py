@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-pytest.importorskip("vllm.sampling_params")  # a bare tests/vllm folder must not count
+pytest.importorskip("vllm.sampling_params")  # a stray folder named vllm must not count
 
 from clew.agents.lm.spec import load_model
 from clew.training.merge import merge_adapter

