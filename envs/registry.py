@@ -7,7 +7,8 @@ Entries are import paths, so naming an env never imports another family's depend
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from clew.envs.base import Env, Task
 

@@ -53,10 +53,8 @@ def _eval_config(args: argparse.Namespace):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from clew.eval.evaluate import evaluate
+    from clew.eval.evaluate import MAX_TASK_ROWS, evaluate
     from clew.eval.summary import summary_table
-
-    from clew.eval.evaluate import MAX_TASK_ROWS
 
     cfg = _eval_config(args)
     run, agg = evaluate(cfg)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from hypothesis import strategies as st
-
 from clew.envs.gridmap.instance import DIRECTIONS, Instance, build_instance
+from hypothesis import strategies as st
 
 OPEN3 = [(x, y) for x in range(3) for y in range(3)]
 _DELTA = {v: k for k, v in DIRECTIONS.items()}

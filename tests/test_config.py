@@ -1,7 +1,6 @@
 """Config loading: YAML + flags + key=value overrides, validated up front, errors name the field."""
 
 import pytest
-
 from clew.eval.config import ConfigError, EvalConfig, load_config
 
 

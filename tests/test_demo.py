@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from clew.scripts.demo import run_demo
 
 

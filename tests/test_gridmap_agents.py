@@ -5,9 +5,6 @@ import asyncio
 import math
 from dataclasses import replace
 
-from gridmap_cases import small_instances
-from hypothesis import HealthCheck, given, settings
-
 from clew.agents.base import Episode
 from clew.agents.heuristics.gridmap_frontier import FrontierAgent, oracle_actions
 from clew.agents.heuristics.random_walk import RandomAgent
@@ -18,6 +15,8 @@ from clew.envs.suites import resolve
 from clew.eval.agents import build_agent
 from clew.eval.metrics.explore_exploit import score_trajectory
 from clew.eval.runner import run_episode
+from gridmap_cases import small_instances
+from hypothesis import HealthCheck, given, settings
 
 
 def play(agent, task, env=None):

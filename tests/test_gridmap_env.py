@@ -2,15 +2,14 @@
 budget, snapshots, parsing, and agreement with the metric's replay."""
 
 import pytest
-from gridmap_cases import actions_for, instance_b, small_instances, walks
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from clew.envs import generate, make
 from clew.envs.base import Task
 from clew.envs.gridmap.env import GridMapEnv, parse_direction, prereq_text
 from clew.envs.gridmap.instance import DIRECTIONS, build_instance
 from clew.eval.metrics.explore_exploit import score_trajectory
+from gridmap_cases import actions_for, instance_b, small_instances, walks
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 def task_of(inst):

@@ -4,9 +4,13 @@ import json
 import re
 
 import pytest
-
 from clew.envs.gridmap.generator import (
-    DAG_LEVELS, EXPLORATION_LEVELS, generate_instance, generate_task, grid_size, l_path,
+    DAG_LEVELS,
+    EXPLORATION_LEVELS,
+    generate_instance,
+    generate_task,
+    grid_size,
+    l_path,
     resolve_presets,
 )
 from clew.envs.gridmap.instance import Instance, bfs

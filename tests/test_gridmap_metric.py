@@ -3,18 +3,26 @@
 import math
 
 import pytest
-from gridmap_cases import (
-    actions_for, instance_a, instance_b, positions, reference_score, small_instances, walks,
-)
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from clew.envs.gridmap.generator import generate_task
 from clew.envs.gridmap.instance import Instance, build_instance
 from clew.eval.metrics import score_episode
 from clew.eval.metrics.explore_exploit import (
-    aggregate, episode_metrics, exploration_fraction_bins, score_trajectory,
+    aggregate,
+    episode_metrics,
+    exploration_fraction_bins,
+    score_trajectory,
 )
+from gridmap_cases import (
+    actions_for,
+    instance_a,
+    instance_b,
+    positions,
+    reference_score,
+    small_instances,
+    walks,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 TEST_A_PATH = [(1, 1), (2, 1), (2, 2), (2, 1), (1, 1), (1, 0), (0, 0), (0, 1), (1, 1), (1, 2),
                (2, 2)]

@@ -1,15 +1,19 @@
 """Prompt variants (spec_000 §3.1) and the structured-memory harness (§3.5)."""
 
 import pytest
-from gridmap_cases import actions_for, instance_b, small_instances, walks
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from clew.envs.base import Task
 from clew.envs.gridmap.env import GridMapEnv
 from clew.envs.gridmap.prompts import (
-    ACTION_FORMAT, ENVIRONMENT, HARNESS_NOTE, PROMPT_SETS, harness_summary, instructions,
+    ACTION_FORMAT,
+    ENVIRONMENT,
+    HARNESS_NOTE,
+    PROMPT_SETS,
+    harness_summary,
+    instructions,
 )
+from gridmap_cases import actions_for, instance_b, small_instances, walks
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 def test_eight_prompt_sets_share_environment_and_action_format():

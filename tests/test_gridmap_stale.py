@@ -1,11 +1,10 @@
 """Stale score (spec_000 §1.6) against the six Appendix-B walks of §6.1 and brute force."""
 
 import pytest
+from clew.eval.metrics.explore_exploit import StaleWalk, stale_parts
 from gridmap_cases import stale
 from hypothesis import given
 from hypothesis import strategies as st
-
-from clew.eval.metrics.explore_exploit import StaleWalk, stale_parts
 
 
 def run(walk):

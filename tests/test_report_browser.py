@@ -11,11 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from report_fixtures import mcts_tree, record, write_run
-
 from clew.eval.report import write_report
 from clew.eval.tree_view import write_view
 from clew.search.tree import save_tree
+from report_fixtures import mcts_tree, record, write_run
 
 pytestmark = pytest.mark.browser
 

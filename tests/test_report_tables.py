@@ -12,14 +12,13 @@ import statistics
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from report_fixtures import record, write_run
-
 from clew.eval.plots import fit_line
 from clew.eval.report import ReportError, write_report
 from clew.scripts.cli import main
 from clew.search.tree import save_tree
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from report_fixtures import record, write_run
 
 
 def usage(prompt: int, completion: int, calls: int, role: str = "policy") -> dict:

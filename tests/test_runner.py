@@ -4,12 +4,11 @@ import asyncio
 import json
 
 import pytest
-from toyenv import LineEnv, ScriptedAgent, line_task, register
-
 from clew.agents.base import BaseAgent, Decision
 from clew.agents.lm.base import LMError
 from clew.eval.rundir import RunDir
 from clew.eval.runner import RunAborted, run_episode, run_suite
+from toyenv import ScriptedAgent, line_task, register
 
 register()
 

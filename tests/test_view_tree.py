@@ -6,10 +6,6 @@ import json
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from report_fixtures import EVIL, mcts_tree
-
 from clew.eval.tree_view import (
     default_out,
     normalise,
@@ -20,6 +16,9 @@ from clew.eval.tree_view import (
 )
 from clew.scripts.cli import main
 from clew.search.tree import TreeFormatError, save_tree
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from report_fixtures import EVIL, mcts_tree
 
 
 @settings(max_examples=25, deadline=None)

@@ -34,7 +34,15 @@ from typing import Any
 
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.gridmap.instance import (
-    ACHIEVED, DIRECTIONS, DISCOVERED, UNDISCOVERED, Cell, Instance, Node, prec, step_cell,
+    ACHIEVED,
+    DIRECTIONS,
+    DISCOVERED,
+    UNDISCOVERED,
+    Cell,
+    Instance,
+    Node,
+    prec,
+    step_cell,
 )
 from clew.envs.gridmap.prompts import instructions as prompt_instructions
 
