@@ -43,28 +43,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+from clew.agents.files import write_atomic
 
 
 class MemoryFormatError(ValueError):
     """A memory file cannot be read; the message names the file."""
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, fsync, rename."""
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def text_hash(*parts: str) -> str:

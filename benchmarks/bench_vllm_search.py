@@ -41,6 +41,8 @@ import os
 import sys
 from pathlib import Path
 
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # stdout: the JSON line, not vLLM's logs
+
 BENCHMARK = "vllm_search"
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"

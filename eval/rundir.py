@@ -23,11 +23,11 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
+from clew.agents.files import write_atomic
 
 
 def clean_json(obj: Any) -> Any:
@@ -46,17 +46,7 @@ def dumps(obj: Any) -> str:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

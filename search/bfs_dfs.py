@@ -30,7 +30,7 @@ import time
 from collections import deque
 from typing import Any
 
-from clew.search.mcts import Limits, MCTSConfig, add_edges, early_stop_reason
+from clew.search.mcts import Limits, MCTSConfig, add_edges, budget_spent, early_stop_reason
 from clew.search.tree import Edge, Node, Tree
 
 
@@ -74,14 +74,7 @@ class FrontierSearch:
 
     # --- budget --------------------------------------------------------------------------
     def _stop(self, tree: Tree, t0: float) -> str | None:
-        c = tree.counters
-        if c["simulations"] >= self.cfg.n_simulations:
-            return "simulations"
-        if self.cfg.max_value_calls is not None and c["value_calls"] >= self.cfg.max_value_calls:
-            return "value_calls"
-        if self.cfg.time_budget_s is not None and self.clock() - t0 >= self.cfg.time_budget_s:
-            return "time"
-        return None
+        return budget_spent(self.cfg, tree.counters, self.clock() - t0)
 
     async def _expand(self, hooks: Any, tree: Tree, node: Node) -> None:
         proposals: list = []

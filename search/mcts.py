@@ -232,6 +232,17 @@ class SearchResult:
     tree: Tree
 
 
+
+def budget_spent(cfg: MCTSConfig, counters: dict[str, int], elapsed: float) -> str | None:
+    """Which budget of §1.9 is spent (simulations, value calls, wall time), or ``None``."""
+    if counters["simulations"] >= cfg.n_simulations:
+        return "simulations"
+    if cfg.max_value_calls is not None and counters["value_calls"] >= cfg.max_value_calls:
+        return "value_calls"
+    if cfg.time_budget_s is not None and elapsed >= cfg.time_budget_s:
+        return "time"
+    return None
+
 class MCTS:
     """One tree per real step over ``hooks``; see the module docstring."""
 
@@ -245,14 +256,7 @@ class MCTS:
 
     # budget
     def _budget_left(self, tree: Tree, t0: float) -> str | None:
-        c = tree.counters
-        if c["simulations"] >= self.cfg.n_simulations:
-            return "simulations"
-        if self.cfg.max_value_calls is not None and c["value_calls"] >= self.cfg.max_value_calls:
-            return "value_calls"
-        if self.cfg.time_budget_s is not None and self.clock() - t0 >= self.cfg.time_budget_s:
-            return "time"
-        return None
+        return budget_spent(self.cfg, tree.counters, self.clock() - t0)
 
     async def run(self, root_obs: str | None) -> SearchResult:
         t0 = self.clock()

@@ -53,11 +53,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from clew.agents.files import write_atomic
 
 SCHEMA = "clew.tree/1"
 
@@ -259,23 +259,6 @@ def tree_from_dict(data: dict[str, Any], where: str = "tree") -> Tree:
 
 
 # --- files ---------------------------------------------------------------------------------
-def write_atomic(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def dump_tree_dict(path: str | Path, data: dict[str, Any]) -> None:
     """Save an already converted tree dict as gzip JSON (atomic)."""
     raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
