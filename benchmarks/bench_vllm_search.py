@@ -41,7 +41,9 @@ import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # stdout: the JSON line, not vLLM's logs
+# stdout carries the JSON line only: vLLM's log (warnings and up) goes to stderr
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 
 BENCHMARK = "vllm_search"
 ROOT = Path(__file__).resolve().parents[1]

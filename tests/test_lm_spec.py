@@ -84,3 +84,17 @@ def test_importing_the_lm_layer_and_agents_never_imports_vllm():
             "clew.agents.lm.openai_backend, clew.agents.lm.vllm_backend, clew.agents.react, "
             "clew.eval.agents; assert 'vllm' not in sys.modules, 'vllm imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_tiny_spec_builds_the_local_model_on_first_use(tmp_path):
+    import asyncio
+
+    from clew.agents.lm import ChatRequest, Sampling, load_model
+
+    path = tmp_path / "tiny"
+    lm = load_model(f"hf:tiny:{path}", shared=False)
+    assert (path / "config.json").exists() and (path / "tokenizer.json").exists()
+    req = ChatRequest([{"role": "user", "content": "move up"}], Sampling(max_tokens=4,
+                                                                         temperature=0.0))
+    out = asyncio.run(lm.complete(req))
+    assert len(out) == 1 and out[0].usage.completion_tokens >= 1

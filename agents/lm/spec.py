@@ -12,6 +12,10 @@ A model is named by one string, the same in configs, on the command line and in 
                                             the texts in turn, cycling
 =========================================  =====================================================
 
+For ``hf:`` and ``vllm:``, a model written ``tiny:PATH`` (``hf:tiny:runs/models/tiny``) is the
+tiny model clew builds itself (:mod:`clew.agents.lm.tiny`), created in PATH on first use: the
+way to try LM agents on a laptop with no weights and no download.
+
 ``load_model(spec, **options)`` builds the backend; options go to its constructor (``dtype``,
 ``max_model_len``, ``max_concurrency``, ...). Backend modules are imported only when used, so
 ``import clew`` never imports vllm.
@@ -125,6 +129,12 @@ def load_model(spec: str | LanguageModel, *, shared: bool = True, **options: Any
 
 
 def _build(parsed: ModelSpec, options: dict[str, Any]) -> LanguageModel:
+    if parsed.model.startswith("tiny:") and parsed.backend in ("hf", "vllm"):
+        from dataclasses import replace
+
+        from clew.agents.lm.tiny import build_tiny_model
+
+        parsed = replace(parsed, model=str(build_tiny_model(parsed.model.removeprefix("tiny:"))))
     if parsed.backend == "fake":
         from clew.agents.lm.fake import FakeLM
 
