@@ -11,9 +11,10 @@ after loading. Queries are distinct texts (the memory caches repeated queries), 
   agent waits for per uncached query. Skipped (null) when the model cannot be loaded.
 
 Also reports the same with a task-boundary snapshot (``upto`` = all but the last 1,000 rows).
-``--threads N`` sets the FAISS (OpenMP) and torch thread counts; on a small machine shared with
-other work, one thread answers a single query several times faster than spinning threads that
-compete for the cores. Prints one JSON line.
+The memory runs each single-query FAISS search on one OpenMP thread whatever the process setting
+(agents/memory.py; on 2 cores: ~5-6 ms against ~24 ms with two threads); ``--threads N`` sets the
+process's FAISS and torch thread counts (torch's matter for the MiniLM query embedding). Prints
+one JSON line.
 """
 
 from __future__ import annotations
