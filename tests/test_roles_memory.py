@@ -128,3 +128,26 @@ def test_real_minilm_memory_restart(tmp_path):
                                        "locked.", restarted.begin_task())
     assert got and got[0]["id"] == "p1" and got[0]["score"] > 0.8
     assert all(r["score"] >= 0.25 for r in got)
+
+
+def test_settle_drops_jobs_finished_under_a_closed_event_loop(tmp_path):
+    """One asyncio.run per episode: a reflection job finished in the last loop must not make
+    the next episode's settle() fail on the closed loop."""
+    import asyncio
+
+    from clew.agents.memory import open_memory
+
+    memory = open_memory(str(tmp_path / "m"))
+
+    async def job():
+        return None
+
+    async def first():
+        task = asyncio.ensure_future(job())
+        memory.pending.append(task)
+        await task
+
+    asyncio.run(first())
+    assert memory.pending and memory.pending[0].done()
+    asyncio.run(memory.settle())  # raised "Event loop is closed" before
+    assert memory.pending == []

@@ -1,8 +1,7 @@
-"""MCTS with the debate value through the in-process vLLM engine on the tiny model (issue 5).
+"""Search agents through the in-process vLLM engine on the tiny model (issue 5): MCTS with the
+debate value, and R-MCTS_MAD with its reflection loop and FAISS memory end to end.
 
-Runs in .venv-vllm (scripts/setup_vllm_cpu.sh); skipped where vllm is not installed. That venv
-has no FAISS / sentence-transformers, so the reflection memory is off here; R-MCTS_MAD with its
-memory runs against vLLM through the openai backend (a `vllm serve` process) from the main venv.
+Runs in .venv-vllm (scripts/setup_vllm_cpu.sh); skipped where vllm is not installed.
 """
 
 from __future__ import annotations
@@ -49,3 +48,43 @@ def test_mcts_mad_runs_on_the_vllm_engine(lively_model_dir):
     policy = rec["usage"]["policy"]
     # one request per expansion with 8 samples: completions are counted per sample
     assert policy["calls"] == sum(t["counters"]["policy_calls"] for t in trees)
+
+
+def test_rmcts_mad_with_reflection_memory_on_the_vllm_engine(lively_model_dir, tmp_path):
+    """R-MCTS end to end on vLLM: search, debate value, then reflections written to the
+    persisted memory after the episode (their usage in the record), retrieved by the next."""
+    lm = load_model(f"vllm:{lively_model_dir}", shared=False,
+                    **{**ENGINE, "max_model_len": 2048})
+    memory_dir = tmp_path / "memory"
+    try:
+        def agent():
+            return build_agent(
+                "rmcts-mad", model=lm,
+                search={"branching_factor": 2, "n_simulations": 2},
+                policy={"n_samples_min": 4, "max_tokens": 12},
+                value={"debate": {"judge_samples_per_order": 1, "argue_max_tokens": 12,
+                                  "judge_max_tokens": 12}},
+                reflection={"reflector": {"max_tokens": 12},
+                            "policy": {"threshold": -1.0}, "value": {"threshold": -1.0}},
+                memory={"dir": str(memory_dir), "min_score": -1.0})
+
+        task = Task("toy-lenient", {"goal": ["b", "a"]}, id="v1")
+        first = agent()
+        rec = asyncio.run(run_episode(first, task, max_steps=2))
+        written = first.last_improvement
+        assert written is not None
+        n_written = len(written.policy_written) + len(written.value_written)
+        assert n_written > 0, "thresholds of -1 make every step eligible for reflection"
+        assert rec["usage"]["reflection"]["calls"] > 0  # the runner awaited the reflection loop
+        lines = sum(len((memory_dir / f"{s}.jsonl").read_text().splitlines())
+                    for s in ("policy", "value") if (memory_dir / f"{s}.jsonl").exists())
+        assert lines == n_written
+        # a fresh agent on the same store retrieves them into its prompts
+        second = agent()
+        trees = []
+        asyncio.run(run_episode(second, Task("toy-lenient", {"goal": ["b", "a"]}, id="v2"),
+                                max_steps=1, on_tree=lambda t, d: trees.append(d)))
+    finally:
+        lm.close()
+    retrieved = [n.get("retrieved_policy_refl") for t in trees for n in t["nodes"]]
+    assert any(retrieved), "the second episode should retrieve the first one's reflections"
