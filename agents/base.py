@@ -69,6 +69,7 @@ class Episode:
         # The current path of real states for BACKTRACK (spec_002 §6.10): state ids, S0 first.
         self.path: list[int] = [0]
         self.max_steps: int | None = None  # the runner's step limit, for agents that plan ahead
+        self.charged = 0  # simulated queries charged to the real env (simulation_mode "charged")
 
     @property
     def obs(self) -> Observation:
@@ -94,24 +95,50 @@ class Episode:
         return rec
 
     def simulator(self) -> Env:
-        """A copy of the real env at its current state; its steps are logged as simulated."""
-        return SimulatedEnv(self.env.copy(), self.interactions)
+        """A copy of the real env at its current state; its steps are logged as simulated.
+
+        With ``flags.simulation_mode == "charged"`` (budgeted oracle-query tasks, spec_002 §9
+        D2) every simulated query the real env has not answered yet is also asked for real:
+        charged to the budget and recorded as an executed step, so the search cannot read the
+        hidden function for free; its tree acts as an exploration strategy.
+        """
+        charged = self.env.flags.simulation_mode == "charged"
+        return SimulatedEnv(self.env.copy(), self.interactions, self.charge if charged else None)
+
+    def knows(self, action: str) -> bool:
+        """Whether the real env has been asked ``action`` already (executed or charged)."""
+        key = self.env.canonical(action)
+        if any(s.valid and self.env.canonical(s.action) == key for s in self.steps):
+            return True
+        answered = getattr(self.env, "answered", None)
+        return bool(answered and answered(action))
+
+    def charge(self, action: str) -> None:
+        """Ask a simulated query for real (see :meth:`simulator`); known ones cost nothing."""
+        if self.env.done or self.env.is_stop(action) or self.knows(action):
+            return
+        self.record(Decision(action, info={"charged_simulation": True}), self.env.step(action))
+        self.charged += 1
 
 
 class SimulatedEnv:
-    """Proxy around an env copy that logs every ``step`` as a simulated interaction."""
+    """Proxy around an env copy that logs every ``step`` as a simulated interaction (and, in
+    charged mode, hands each valid query to ``charge``)."""
 
-    def __init__(self, env: Env, log: list[Interaction]):
+    def __init__(self, env: Env, log: list[Interaction], charge: Any = None):
         self._env = env
         self._log = log
+        self._charge = charge
 
     def step(self, action: str) -> Step:
         step = self._env.step(action)
         self._log.append(Interaction("simulated", action, step.valid, step.done))
+        if self._charge is not None and step.valid:
+            self._charge(action)
         return step
 
     def copy(self) -> SimulatedEnv:
-        return SimulatedEnv(self._env.copy(), self._log)
+        return SimulatedEnv(self._env.copy(), self._log, self._charge)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._env, name)

@@ -15,6 +15,12 @@ info={"backtrack": k})``; the runner restores the snapshot of state ``k`` on the
 ``keep_clock=True``, cuts the path back to it and charges one step (recorded as an executed
 interaction). A target that is not on the path, or an env without ``supports_backtrack``, makes
 an invalid step that changes nothing.
+
+Charged simulation (spec_002 §9 D2, ``flags.simulation_mode == "charged"``): a search agent's new
+simulated queries are asked for real while it searches (``Episode.charge``) and appear among the
+executed steps; the query it then commits is not asked twice when the search already paid for it.
+A search that charges nothing new and commits a known query ends the episode
+(``stopped_by = "no_new_queries"``).
 """
 
 from __future__ import annotations
@@ -68,6 +74,13 @@ def _backtrack(env: Env, episode: Episode, snapshots: dict[int, Any], target: An
                 False, {"backtrack_error": reason})
 
 
+def _flush_trees(episode: Episode, on_tree: Callable[[int, dict[str, Any]], None] | None) -> None:
+    for t, tree in episode.trees:
+        if on_tree:
+            on_tree(t, tree)
+    episode.trees.clear()
+
+
 def _stop_rule(episode: Episode, env: Env, max_steps: int, max_invalid_streak: int | None):
     steps = episode.steps
     if len(steps) >= max_steps:
@@ -107,9 +120,22 @@ async def run_episode(
         stopped_by = _stop_rule(episode, env, limit, max_invalid_streak)
         if stopped_by:
             break
+        charged_before = episode.charged
         decision = await agent.act(episode)
         if not isinstance(decision, Decision):
             decision = Decision(str(decision))
+        if env.done:  # charged simulation spent the budget during the search
+            _flush_trees(episode, on_tree)
+            break
+        # Only agents that simulate are charged; any other agent meets the env's own rule on
+        # repeated queries.
+        if episode.charged and "backtrack" not in decision.info and \
+                not env.is_stop(decision.action) and episode.knows(decision.action):
+            _flush_trees(episode, on_tree)
+            if episode.charged == charged_before:
+                stopped_by = "no_new_queries"  # the search asks nothing new any more
+                break
+            continue  # the search already asked (and paid for) the chosen query
         if "backtrack" in decision.info:
             step = _backtrack(env, episode, snapshots, decision.info["backtrack"])
         else:
@@ -120,10 +146,7 @@ async def run_episode(
                     snapshots[next_id] = env.snapshot()
                 next_id += 1
         episode.record(decision, step)
-        for t, tree in episode.trees:
-            if on_tree:
-                on_tree(t, tree)
-        episode.trees.clear()
+        _flush_trees(episode, on_tree)
         if decision.info.get("end_episode") and not env.done:
             stopped_by = "agent_ended"  # e.g. R-MCTS commit_path_and_end (spec_002 D6)
             break
@@ -162,6 +185,7 @@ def _record(agent: Agent, episode: Episode, env: Env, stopped_by: str, wall: flo
             "steps": len(episode.steps),
             "invalid": sum(1 for s in episode.steps if not s.valid),
             "stopped_by": stopped_by,
+            "charged_simulation": episode.charged,
         },
         "wall_s": round(wall, 4),
     }

@@ -49,18 +49,23 @@ def test_search_runs_export_without_invalid_targets(searched):
     assert report["selected"] >= 2 and report["el_episodes"] >= 1
     assert report["counts"].get("el_invalid_target", 0) == 0
     assert report["counts"].get("il_invalid_target", 0) == 0
-    for reason in report["el_skipped"]:  # only length / budget reasons are acceptable
-        assert "too long" in reason or "ended the episode" in reason, reason
+    for reason in report["el_skipped"]:  # only length / budget / charged reasons are acceptable
+        assert ("too long" in reason or "ended the episode" in reason
+                or "charged simulation" in reason), reason
     assert ds["el"].num_rows > 0 and ds["il_all"].num_rows > 0
-    # IL: exactly the executed actions of the selected episodes, one sample per action
-    selected = [r for r in read_episodes(searched) if is_selected(r)]
+    # IL: exactly the executed actions of the selected episodes, one sample per action; the
+    # oracle-query episodes (charged simulation, spec_002 D2) are left out of both exports
+    records = read_episodes(searched)
+    assert any(r["outcome"]["charged_simulation"] for r in records if r["task"]["env"] ==
+               "treesearch")
+    selected = [r for r in records if is_selected(r) and not r["outcome"]["charged_simulation"]]
     assert ds["il_all"].num_rows == sum(len(r["actions"]) for r in selected)
 
 
 def test_exported_chats_replay_through_the_runner(searched):
     checked = set()
     for record in read_episodes(searched):
-        if not is_selected(record):
+        if not is_selected(record) or record["outcome"]["charged_simulation"]:
             continue
         task = Task.from_dict(record["task"])
         env = make_for(task)

@@ -84,3 +84,56 @@ def register() -> None:
 
     reg("toy-line", "toyenv:LineEnv")
     AGENTS["toy-scripted"] = "toyenv:ScriptedAgent"
+
+
+@dataclass
+class QueryState:
+    asked: dict = None
+    steps: int = 0
+    done: bool = False
+
+
+class QueryEnv(Env):
+    """A budgeted oracle-query toy (spec_002 D2 "charged"): ask ``qK`` to learn the hidden value
+    of K; asking a known K again is invalid and costs nothing; ``budget`` valid queries."""
+
+    name = "toy-query"
+    flags = EnvFlags(supports_backtrack=False, outcome_mode="graded_at_end",
+                     simulation_mode="charged")
+    max_invalid_streak = None
+
+    def reset(self, task: Task) -> Observation:
+        self.task = task
+        self.values = [float(v) for v in task.params["values"]]
+        self.budget = int(task.params["budget"])
+        self.state = QueryState(asked={})
+        return self.observation()
+
+    def observation(self) -> Observation:
+        s = self.state
+        return Observation(f"asked {sorted(s.asked)}; {self.budget - len(s.asked)} left")
+
+    def legal_actions(self) -> list[str]:
+        return [f"q{k}" for k in range(len(self.values)) if k not in self.state.asked]
+
+    def answered(self, action: str) -> bool:
+        a = action.strip()
+        return a.startswith("q") and a[1:].isdigit() and int(a[1:]) in self.state.asked
+
+    def step(self, action: str) -> Step:
+        s = self.state
+        a = action.strip()
+        if not (a.startswith("q") and a[1:].isdigit() and int(a[1:]) < len(self.values)) \
+                or self.answered(a):
+            return Step(Observation(f"invalid query {action!r}. " + self.observation().text),
+                        0.0, s.done, False)
+        s.steps += 1
+        s.asked[int(a[1:])] = self.values[int(a[1:])]
+        s.done = len(s.asked) >= self.budget
+        return Step(self.observation(), 0.0, s.done, True)
+
+    def instructions(self, variant: str = "default") -> str:
+        return "Find the largest hidden value."
+
+    def grade(self) -> float:
+        return max(self.state.asked.values(), default=0.0) / max(self.values)
