@@ -70,6 +70,9 @@ class Episode:
         self.path: list[int] = [0]
         self.max_steps: int | None = None  # the runner's step limit, for agents that plan ahead
         self.charged = 0  # simulated queries charged to the real env (simulation_mode "charged")
+        # States reached for real and inside simulation (env.state_key), for the peek count.
+        self.visited_states: set[Any] = {env.state_key()}
+        self.simulated_states: set[Any] = set()
 
     @property
     def obs(self) -> Observation:
@@ -91,6 +94,7 @@ class Episode:
         )
         self.steps.append(rec)
         self.observations.append(step.obs)
+        self.visited_states.add(self.env.state_key())
         self.interactions.append(Interaction("executed", decision.action, step.valid, step.done))
         return rec
 
@@ -103,7 +107,16 @@ class Episode:
         hidden function for free; its tree acts as an exploration strategy.
         """
         charged = self.env.flags.simulation_mode == "charged"
-        return SimulatedEnv(self.env.copy(), self.interactions, self.charge if charged else None)
+        return SimulatedEnv(self.env.copy(), self.interactions, self.charge if charged else None,
+                            self.simulated_states)
+
+    def peeked_states(self) -> int | None:
+        """States a search reached only inside its simulator, never for real (spec_002 §9 D2:
+        what the executed trajectory's exploration metrics do not show); ``None`` when the env
+        defines no ``state_key``."""
+        if None in self.visited_states:
+            return None
+        return len(self.simulated_states - self.visited_states)
 
     def knows(self, action: str) -> bool:
         """Whether the real env has been asked ``action`` already (executed or charged)."""
@@ -125,20 +138,23 @@ class SimulatedEnv:
     """Proxy around an env copy that logs every ``step`` as a simulated interaction (and, in
     charged mode, hands each valid query to ``charge``)."""
 
-    def __init__(self, env: Env, log: list[Interaction], charge: Any = None):
+    def __init__(self, env: Env, log: list[Interaction], charge: Any = None,
+                 states: set[Any] | None = None):
         self._env = env
         self._log = log
         self._charge = charge
+        self._states = states if states is not None else set()
 
     def step(self, action: str) -> Step:
         step = self._env.step(action)
         self._log.append(Interaction("simulated", action, step.valid, step.done))
+        self._states.add(self._env.state_key())
         if self._charge is not None and step.valid:
             self._charge(action)
         return step
 
     def copy(self) -> SimulatedEnv:
-        return SimulatedEnv(self._env.copy(), self._log, self._charge)
+        return SimulatedEnv(self._env.copy(), self._log, self._charge, self._states)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._env, name)

@@ -172,6 +172,14 @@ class Env(ABC):
         """Ground-truth outcome in [0, 1] (for reporting only, never for agents)."""
         return 0.0
 
+    def state_key(self) -> Any:
+        """A hashable summary of the world state without its clock, or ``None``.
+
+        Two steps that reach the same key visited the same state. The runner uses it to count
+        the states a search saw only inside its simulator ("peeks", spec_002 §9 D2).
+        """
+        return None
+
     def oracle(self) -> Any:
         """Ground truth for metrics and heuristic baselines; agents never call it."""
         raise NotImplementedError(f"{self.name} exposes no oracle")

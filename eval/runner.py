@@ -186,6 +186,7 @@ def _record(agent: Agent, episode: Episode, env: Env, stopped_by: str, wall: flo
             "invalid": sum(1 for s in episode.steps if not s.valid),
             "stopped_by": stopped_by,
             "charged_simulation": episode.charged,
+            "peeked_states": episode.peeked_states(),
         },
         "wall_s": round(wall, 4),
     }

@@ -21,6 +21,7 @@ HEADLINE = [
     ("gap_exploration", "gap explore"),
     ("gap_exploitation", "gap exploit"),
     ("coverage", "coverage"),
+    ("peeked_states", "peeked states"),  # seen only inside a search's simulator (spec_002 D2)
 ]
 
 

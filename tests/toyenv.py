@@ -34,6 +34,9 @@ class LineEnv(Env):
     def legal_actions(self) -> list[str]:
         return ["left", "right"]
 
+    def state_key(self) -> int:
+        return self.state.pos
+
     def step(self, action: str) -> Step:
         s = self.state
         s.steps += 1

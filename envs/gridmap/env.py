@@ -197,6 +197,11 @@ class GridMapEnv(Env):
         st, _ = self._require()
         return st.obs
 
+    def state_key(self) -> tuple:
+        """Position and achieved nodes: what a visit means for peek counting (Env.state_key)."""
+        st, _ = self._require()
+        return st.pos, tuple(sorted(n for n, v in st.status.items() if v == ACHIEVED))
+
     # --- snapshots: the whole world lives in self.state ------------------------------------
     def snapshot(self) -> GridState:
         st, _ = self._require()

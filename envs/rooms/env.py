@@ -173,6 +173,11 @@ class RoomsEnv(Env):
     def legal_actions(self) -> list[str]:
         return [] if self.state is None or self.state.done else self.visible()
 
+    def state_key(self) -> tuple:
+        """Rooms-episode, room and balls collected (Env.state_key; no clock)."""
+        s = self.state
+        return s.episode, s.room, tuple(s.collected)
+
     def observation(self) -> Observation:
         s = self.state
         return Observation(s.text, {

@@ -311,6 +311,14 @@ class TextMiniGridEnv(Env):
             level.mission, st.transitions, st.view, direction_name(level.agent_dir),
             inventory_text(level.carrying), self.max_actions, think=self.think, memory=memory)
 
+    def state_key(self) -> tuple:
+        """Pose and carried object (Env.state_key; no clock). Objects are named by type and
+        colour, since copies of the world hold different Python objects."""
+        level = self.level
+        held = level.carrying
+        return (tuple(int(v) for v in level.agent_pos), int(level.agent_dir),
+                (held.type, held.color) if held is not None else None)
+
     def observation(self, note: str | None = None) -> Observation:
         st, level = self.state, self.level
         text = st.prompt if note is None else f"{note}\n\n{st.prompt}"
