@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as md
+import json
 import os
 import platform
 import re
@@ -142,31 +143,42 @@ def plan_layout(devices: list[str], heads: int, kv_heads: int | None = None,
     return tp, [devices[i:i + tp] for i in range(0, n - n % tp, tp)]
 
 
-def model_shape(model: str) -> tuple[int, int | None, int | None]:
-    """Attention heads, KV heads and the bytes of the weights on disk, read offline."""
-    from transformers import AutoConfig
+def _config_file(model: str) -> Path | None:
+    """The model's config.json: in its folder, or in the hub cache (never downloaded)."""
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        return folder / "config.json" if (folder / "config.json").is_file() else None
+    from huggingface_hub import try_to_load_from_cache
 
     try:
-        config = AutoConfig.from_pretrained(model).get_text_config()
-    except Exception as e:  # noqa: BLE001 - any failure to read it is the same finding
-        raise DoctorError(f"model {model}: cannot read its config offline (download it on a "
-                          f"login node first): {type(e).__name__}: {e}") from None
-    heads = getattr(config, "num_attention_heads", None)
+        found = try_to_load_from_cache(model, "config.json")
+    except ValueError:  # not a repo id
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def model_shape(model: str) -> tuple[int, int | None, int | None]:
+    """Attention heads, KV heads and the bytes of the weights on disk, read offline.
+
+    Decision: config.json is read as JSON rather than through transformers' ``AutoConfig``,
+    whose import takes seconds: the layout runs at the start of every SLURM task."""
+    file = _config_file(model)
+    if file is None:
+        raise DoctorError(f"model {model}: no config.json in that folder or in the hub cache "
+                          f"(download the model on a login node first)")
+    try:
+        config = json.loads(file.read_text())
+    except (OSError, ValueError) as e:
+        raise DoctorError(f"model {model}: cannot read {file}: {e}") from None
+    text = config.get("text_config") or config.get("llm_config") or config
+    heads = text.get("num_attention_heads")
     if not isinstance(heads, int):
-        raise DoctorError(f"model {model}: its config has no num_attention_heads")
-    kv = getattr(config, "num_key_value_heads", None)
-    return heads, kv if isinstance(kv, int) else None, _weight_bytes(model)
+        raise DoctorError(f"model {model}: {file} has no num_attention_heads")
+    kv = text.get("num_key_value_heads")
+    return heads, kv if isinstance(kv, int) else None, _weight_bytes(file.parent)
 
 
-def _weight_bytes(model: str) -> int | None:
-    folder = Path(model)
-    if not folder.is_dir():
-        try:
-            from huggingface_hub import snapshot_download
-
-            folder = Path(snapshot_download(model, local_files_only=True))
-        except Exception:  # noqa: BLE001 - not in the cache: size unknown
-            return None
+def _weight_bytes(folder: Path) -> int | None:
     for pattern in ("*.safetensors", "*.bin", "*.pt"):
         files = list(folder.glob(pattern))
         if files:
@@ -236,9 +248,10 @@ def _check_pins(report: Report, dist: str) -> None:
                         f"with pip install 'clew[vllm]' in a fresh venv", gpu=True)
 
 
-def collect(env: dict[str, str] | None = None, smi=_run) -> Report:
+def collect(env: dict[str, str] | None = None, smi=None) -> Report:
     """Everything the report shows (``smi`` runs nvidia-smi; tests pass a fake)."""
     env = dict(os.environ if env is None else env)
+    smi = smi or _run
     r = Report()
     r.add("clew", f"{_version('clew') or '?'} on Python {platform.python_version()}, "
                   f"{platform.system()} {platform.machine()}")
@@ -355,12 +368,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --layout: print one line 'TP GROUP GROUP ...' for scripts")
 
 
-def layout(model: str, tp: int | None, env: dict[str, str] | None = None, smi=_run
+def layout(model: str, tp: int | None, env: dict[str, str] | None = None, smi=None
            ) -> tuple[int, list[list[str]], str]:
     """``plan_layout`` for this node: visible devices, their memory, the model's shape."""
     env = dict(os.environ if env is None else env)
+    smi = smi or _run
     gpus = parse_smi_list(smi("nvidia-smi", "-L") or "")
     devices = visible_devices(gpus, env.get("CUDA_VISIBLE_DEVICES"))
+    if not devices:
+        raise DoctorError("no GPU is visible to this process (CUDA_VISIBLE_DEVICES, nvidia-smi)")
     heads, kv, weights = model_shape(model)
     query = smi("nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits") or ""
     mems = [int(x) * 1024 ** 2 for x in query.split() if x.isdigit()]
