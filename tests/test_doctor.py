@@ -185,7 +185,8 @@ exit {smi_status}
         if log.exists():
             log.unlink()
         proc = subprocess.run(["bash", str(ROOT / "scripts/slurm/search_array.sbatch")],
-                              env=full, capture_output=True, text=True, timeout=300)
+                              check=False, env=full, capture_output=True, text=True,
+                              timeout=300)
         calls = log.read_text().splitlines() if log.exists() else []
         return proc, calls
     return run

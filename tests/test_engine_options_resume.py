@@ -11,11 +11,16 @@ from clew.eval.config import ConfigError, EvalConfig
 from clew.eval.evaluate import evaluate
 from clew.eval.merge import MergeError, merge_shards
 from clew.eval.rundir import RunDir
-from test_lm_engine_settings import FakeEngine, engines  # noqa: F401  (the fixture)
+from test_lm_engine_settings import fake_engines
 from toyenv import register
 
 register()
 SPEC = "vllm:Qwen/Qwen2.5-7B-Instruct"
+
+
+@pytest.fixture
+def engines(monkeypatch):
+    return fake_engines(monkeypatch)
 
 
 @pytest.fixture

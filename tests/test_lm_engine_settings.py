@@ -17,6 +17,7 @@ from clew.agents.lm.vllm_backend import (
     Device,
     _lora_rank,
     batch_limits,
+    check_batch_invariant,
     choose_engine_args,
     round_lora_rank,
 )
@@ -97,6 +98,15 @@ def test_cpu_engine_keeps_prefill_whole():
     assert "enable_chunked_prefill" not in args and "max_num_batched_tokens" not in args
 
 
+def test_batch_invariant_mode_needs_a_recent_nvidia_gpu():
+    check_batch_invariant("vllm:m", H100)
+    check_batch_invariant("vllm:m", A100_40)
+    with pytest.raises(LMError, match="compute capability 8.0 or newer.*runs on cpu"):
+        check_batch_invariant("vllm:m", CPU)
+    with pytest.raises(LMError, match="runs on cuda Tesla T4 7.5"):
+        check_batch_invariant("vllm:m", Device("cuda", "Tesla T4", 15.0, "7.5"))
+
+
 # --- one model instance per process -----------------------------------------------------------
 class FakeEngine(FakeLM):
     """Stands in for a vLLM engine: answers ReAct-style, reports settings, can be closed."""
@@ -115,8 +125,7 @@ class FakeEngine(FakeLM):
         self.closed = True
 
 
-@pytest.fixture
-def engines(monkeypatch):
+def fake_engines(monkeypatch):
     """A fresh model cache whose vllm: models are FakeEngines (no vLLM needed)."""
     monkeypatch.setattr(lm_spec, "_CACHE", {})
     monkeypatch.setattr(FakeEngine, "built", 0)
@@ -127,6 +136,11 @@ def engines(monkeypatch):
 
     monkeypatch.setattr(lm_spec, "_build", build)
     return FakeEngine
+
+
+@pytest.fixture
+def engines(monkeypatch):
+    return fake_engines(monkeypatch)
 
 
 def test_same_model_spec_gives_one_engine(engines, tmp_path, monkeypatch):

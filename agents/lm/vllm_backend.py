@@ -155,6 +155,15 @@ def choose_engine_args(options: dict[str, Any], device: Device,
     return args, sorted(args)
 
 
+def check_batch_invariant(name: str, device: Device) -> None:
+    """vLLM's batch-invariant kernels run on NVIDIA GPUs of compute capability 8.0 or newer."""
+    major = int(device.capability.split(".")[0]) if device.capability else 0
+    if device.platform != "cuda" or major < 8:
+        raise LMError(f"{name}: batch_invariant needs an NVIDIA GPU of compute capability 8.0 "
+                      f"or newer (vLLM's batch-invariant kernels); this engine runs on "
+                      f"{' '.join(filter(None, (device.platform, device.name, device.capability)))}")
+
+
 def _current_device() -> Device:
     from vllm.platforms import current_platform as p
 
@@ -231,7 +240,11 @@ class VLLMModel(LanguageModel):
                           f"got {max_model_len!r}")
         self.tokenizer = _tokenizer(self.name, model, trust_remote_code)
         device = _current_device()
-        self._batch_invariant(batch_invariant, device)
+        if batch_invariant:
+            check_batch_invariant(self.name, device)
+            # vLLM reads the switch from the environment, in this process and in the engine
+            # process it spawns
+            os.environ["VLLM_BATCH_INVARIANT"] = "1"
         options = {**engine_kwargs, "max_model_len": max_model_len}
         chosen, self.chosen = choose_engine_args(
             options, device, _model_context(model, trust_remote_code))
@@ -266,18 +279,6 @@ class VLLMModel(LanguageModel):
     @property
     def closed(self) -> bool:
         return self._closed
-
-    def _batch_invariant(self, wanted: bool, device: Device) -> None:
-        """Turn on vLLM's batch-invariant mode (an environment switch, read by its engine)."""
-        if not wanted:
-            return
-        major = int(device.capability.split(".")[0]) if device.capability else 0
-        if device.platform != "cuda" or major < 8:
-            raise LMError(f"{self.name}: batch_invariant needs an NVIDIA GPU of compute "
-                          f"capability 8.0 or newer (vLLM's batch-invariant kernels); this "
-                          f"engine runs on {device.platform} {device.name} "
-                          f"{device.capability}".rstrip())
-        os.environ["VLLM_BATCH_INVARIANT"] = "1"
 
     def _settings(self) -> dict[str, Any]:
         """What the engine ended up with (vLLM may fit ``max_model_len``), for the run config."""

@@ -28,8 +28,8 @@ from clew.scripts.cli import main
 from vllm_helpers import CHATS, ENGINE, greedy, summary
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from conftest import make_lora  # noqa: E402
-from toyenv import register  # noqa: E402
+from conftest import make_lora
+from toyenv import register
 
 pytestmark = pytest.mark.vllm
 register()
