@@ -1,6 +1,6 @@
 """``clew report RUN... [--out DIR] [--react RUN]``: tables and plots comparing runs (issue 7).
 
-Reads run directories (layout in :mod:`clew.eval.rundir`), aggregates their episode records with
+Reads run directories (layout in :mod:`clew.records.rundir`), aggregates their episode records with
 :mod:`clew.eval.summary` (per-episode values first, then means ignoring undefined values, with
 standard errors; spec_000 §1.10) and writes into ``DIR``::
 
@@ -51,8 +51,8 @@ from typing import Any
 
 from clew.eval import plots
 from clew.eval.metrics import mean_and_stderr
-from clew.eval.rundir import RunDir, atomic_write_bytes, atomic_write_text, clean_json
 from clew.eval.summary import aggregate, episode_numbers
+from clew.records import RunDir, atomic_write_bytes, atomic_write_text, clean_json
 
 #: task parameters read as difficulty levels, in display order
 LEVEL_KEYS = ("difficulty", "level", "exploration_level", "dag_level", "exploitation_demand",

@@ -73,8 +73,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from clew.eval.rundir import dumps
     from clew.eval.score import score_lines
+    from clew.records import dumps
 
     path = Path(args.file)
     if not path.exists():

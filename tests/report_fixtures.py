@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from clew.eval.evaluate import finalize
-from clew.eval.rundir import RunDir
+from clew.records import RunDir
 from clew.search.mcts import Evaluation, MCTSConfig, Transition, run_search
 from clew.search.tree import tree_to_dict
 
