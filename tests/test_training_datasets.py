@@ -20,7 +20,7 @@ from training_toys import write_run
 
 @pytest.fixture(autouse=True)
 def toy_env(monkeypatch):
-    monkeypatch.setitem(registry.ENVS, "toy-tree", "training_toys:TreeEnv")
+    monkeypatch.setitem(registry.ENVS, "toy-tree", registry.EnvEntry("training_toys:TreeEnv"))
 
 
 def test_subsets_selection_and_metadata(tmp_path):
