@@ -97,7 +97,8 @@ def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
 
     def check(t: int) -> None:
         nonlocal exploitable_at
-        if math.isnan(exploitable_at) and s.seen_exit and abs(s.pos - env.exit) <= env.limit - s.steps:
+        reachable = s.seen_exit and abs(s.pos - env.exit) <= env.limit - s.steps
+        if math.isnan(exploitable_at) and reachable:
             exploitable_at = float(t)
 
     check(0)

@@ -247,10 +247,6 @@ class GridMapEnv(Env):
         st, inst = self._require()
         return [] if st.done else list(inst.moves[st.pos])
 
-    @property
-    def done(self) -> bool:
-        return bool(self.state and self.state.done)
-
     def grade(self) -> float:
         return 1.0 if self.state and self.state.success else 0.0
 

@@ -99,7 +99,8 @@ class OracleSearchEnv(Env):
             raise ValueError(f"{self.name}: task {task.id!r} belongs to env {task.env!r}")
         params = task.params
         self.task = task
-        self.n_queries = _positive_int(params.get("budget"), f"task {task.id!r} params.budget")
+        self.n_queries = _positive_int(params.get("budget"),
+                                       f"task {task.id!r} params.budget")
         proto = params.get("protocol", {}) or {}
         unknown = set(proto) - {"silent_retries", "loud_retries"}
         if unknown:
@@ -112,8 +113,8 @@ class OracleSearchEnv(Env):
         self.state = SearchState()
         self._init_extra()
         text = self._first_text()
-        self.state.obs = Observation(text, {"budget": self.n_queries, "remaining": self.n_queries,
-                                            "family": self.family})
+        self.state.obs = Observation(text, {"budget": self.n_queries,
+                                            "remaining": self.n_queries, "family": self.family})
         return self.state.obs
 
     # --- the loop ------------------------------------------------------------------------
