@@ -123,7 +123,7 @@ class Env(ABC):
     #: ``"hill"``). A class that does not set it is its own family, named by ``name``.
     family: ClassVar[str] = "env"
 
-    #: How many actions one step may carry (TextMiniGrid's action sequences, spec_004 §3); the
+    #: How many actions one step may carry (TextMiniGrid's action sequences); the
     #: env enforces it, prompting agents and bots read it. An instance may set its own.
     max_actions: int = 1
 

@@ -1,4 +1,4 @@
-"""Registry of environment families (DESIGN §2).
+"""Registry of environment families (docs/architecture.md: how to add an env family).
 
 One entry per environment name, :class:`EnvEntry`: the env class, its task generator, its trace
 for the metrics that travel, and the task parameters that are difficulty levels. Adding a family

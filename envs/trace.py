@@ -1,17 +1,17 @@
 """What a family gives the metrics that travel: one replayed episode, summarised (a Trace).
 
-Coverage, redundancy and the optimal-exploitation gap decomposition (spec_001 §1.3, §4.1) have
-one meaning everywhere but a different definition per family: what the "state space" is, what
-counts as returning to a known state, what a perfect exploiter could have done with what the
-agent knew. Each family answers those questions in a trace function,
+Coverage, redundancy and the optimal-exploitation gap decomposition have one meaning everywhere
+but a different definition per family (docs/methods/metric-travel.md): what the "state space"
+is, what counts as returning to a known state, what a perfect exploiter could have done with
+what the agent knew. Each family answers those questions in a trace function,
 ``trace(task, episode) -> Trace``, in its own folder (``clew.envs.gridmap.trace``, ...), named
 by its registry entry (:class:`clew.envs.registry.EnvEntry`). ``clew.eval.metrics.travel`` turns
 a trace into the reported keys; a new family with a trace gets those metrics with no change
 there.
 
-The type lives here, in ``envs``, because envs may not import ``eval`` (the layering of DESIGN
-§1) while eval reads what envs return; it is kept out of :mod:`clew.envs.base` because only
-families that define these measures need it, not every env.
+The type lives here, in ``envs``, because envs may not import ``eval`` (the layering of
+docs/architecture.md) while eval reads what envs return; it is kept out of
+:mod:`clew.envs.base` because only families that define these measures need it, not every env.
 
 The ``episode`` a trace reads is an episode record as ``episodes.jsonl`` holds it, or as
 ``clew score`` builds it: ``actions`` (list of strings; required), and when present ``steps``

@@ -1,4 +1,4 @@
-"""clew.records: what every layer writes to and reads from disk (DESIGN §3).
+"""clew.records: what every layer writes to and reads from disk (docs/architecture.md, Records).
 
 * :mod:`clew.records.files` — atomic writes (temp file in the same folder, fsync, rename);
 * :mod:`clew.records.jsonl` — JSON lines: strict JSON out (NaN becomes null), and reading that

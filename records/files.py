@@ -1,4 +1,4 @@
-"""Atomic file writes (DESIGN §3): temp file in the same folder, fsync, rename.
+"""Atomic file writes: temp file in the same folder, fsync, rename.
 
 Used by everything that records: run directories, search trees, reflection memories, datasets.
 A reader never sees half a file: it sees the old file or the new one.

@@ -1,4 +1,4 @@
-"""The folder layout keeps DESIGN §1's dependency direction (an arrow means "may import").
+"""The folder layout keeps the dependency direction of docs/architecture.md.
 
 What counts as an import of ``clew.PART``: an ``import`` or ``from ... import`` statement anywhere
 in a file (module level or inside a function: the AST walk sees both), a relative import that

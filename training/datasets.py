@@ -107,7 +107,7 @@ def read_trees(run: str | Path, key: str) -> dict[int, Tree]:
 
 
 def is_selected(record: dict[str, Any]) -> bool:
-    """Successful episode by ground truth (§6.2, D21)."""
+    """Successful episode by ground truth (docs/methods/exploratory-learning.md)."""
     outcome = record.get("outcome") or {}
     if outcome.get("success") is not None:
         return bool(outcome["success"])

@@ -1,9 +1,9 @@
-"""The grid map's trace for the metrics that travel (:mod:`clew.envs.trace`; spec_000 env).
+"""The grid map's trace for the metrics that travel (docs/methods/metric-travel.md).
 
 * ``coverage`` = visited cells / |M| (observed = visited: the map shows only the cell the agent
   stands on).
 * ``redundancy`` = revisits / valid moves, a revisit being a move into an already visited cell
-  (invalid actions are not moves; spec_000's own metric counts them).
+  (invalid actions are not moves; the grid map's error metric counts them).
 * Gap: binary returns (goal achieved or not). The exploiter is asked at every moment of the one
   episode [D]: V_t = 1 when the goal can be achieved from the agent's cell, with the nodes
   achieved so far, within B − steps_t moves, walking only on visited cells and using only

@@ -1,5 +1,5 @@
-"""The oracle-search families' trace for the metrics that travel (:mod:`clew.envs.trace`;
-spec_003 envs: HillSearch, TreeSearch, MaxSatSearch).
+"""The oracle-search families' trace for the metrics that travel (HillSearch, TreeSearch,
+MaxSatSearch; docs/methods/metric-travel.md).
 
 * ``coverage`` = the queried share of a finite query space: TreeSearch, distinct queried nodes /
   (|V| − 1) (the root's value is given, it is not a query); MaxSatSearch, distinct assignments /
@@ -10,7 +10,7 @@ spec_003 envs: HillSearch, TreeSearch, MaxSatSearch).
   answer was already known (TreeSearch: a queried node or the root, which the env refuses
   without charge; HillSearch and MaxSatSearch: the same x or bitstring again, which costs
   budget).
-* Gap: R^max = OPT, R^agent = the best value found (the score of spec_003 §1.2), and R^exploit =
+* Gap: R^max = OPT, R^agent = the best value found (the best-found score), and R^exploit =
   the best value observed: the episode's return *is* the best observed value, so whatever was
   observed has been exploited. The exploitation gap is 0 by definition and the whole gap is
   exploration (``gap_exploration = 1 − normalised reward``); ``exploitable_at`` is NaN (these

@@ -1,8 +1,8 @@
-"""TextMiniGrid's trace for the metrics that travel (:mod:`clew.envs.trace`; spec_004 env).
+"""TextMiniGrid's trace for the metrics that travel (docs/methods/metric-travel.md).
 
 * ``coverage`` = non-wall cells ever inside the 7×7 visibility mask / non-wall cells (the cells
   the agent stands on are always in view; with ``connect_all`` every non-wall cell is reachable
-  in principle; equal to spec_004 §4.3's ``ext_coverage``).
+  in principle; equal to the TextMiniGrid metric's ``ext_coverage``).
 * ``redundancy`` = share of atomic actions after which the agent is in a state it has been in
   before, the state being (cell, direction, carried object, what lies in the cell in front):
   blocked actions and turning in circles count, a productive pickup, drop or toggle never does.
@@ -102,7 +102,7 @@ def _mission_targets(level: Any, mission: Any) -> list[Any]:
 
 def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
     """Replay atomic action by atomic action (the decisions' executed actions, as the
-    spec_004 metric reads them) and evaluate the known-map planner before each one."""
+    TextMiniGrid metric reads them) and evaluate the known-map planner before each one."""
     executed = executed_from_steps(dict(episode))
     if executed is None:
         executed = [info.get("executed", []) for info in replay(task, dict(episode))[1]]
