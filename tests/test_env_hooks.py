@@ -56,9 +56,9 @@ def test_family_defaults_to_the_class_name_and_families_declare_their_own():
         name = "toy-line-variant"
 
     assert LineEnv.family == "toy-line" and Variant.family == "toy-line-variant"
-    families = {name: make(name).family for name in ENVS}
-    assert families == {"rooms": "rooms", "gridmap": "gridmap", "textminigrid": "textminigrid",
-                        "hillsearch": "hill", "treesearch": "tree", "maxsatsearch": "maxsat"}
+    builtin = {name: make(name).family for name in ENVS if not name.startswith("toy-")}
+    assert builtin == {"rooms": "rooms", "gridmap": "gridmap", "textminigrid": "textminigrid",
+                       "hillsearch": "hill", "treesearch": "tree", "maxsatsearch": "maxsat"}
 
 
 def test_budget_and_answered_of_the_query_envs():
