@@ -187,8 +187,8 @@ def lenient_tasks(suite: str, k: int):
 
 
 async def search_run(lm: RecordingLM, args) -> dict:
-    from clew.eval.rundir import RunDir
     from clew.eval.runner import run_suite
+    from clew.records import RunDir
     from clew.search.rmcts import make_mcts
 
     def agent():

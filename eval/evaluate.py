@@ -10,9 +10,9 @@ from clew.envs.suites import resolve
 from clew.eval.agents import build_agent
 from clew.eval.config import ConfigError, EvalConfig
 from clew.eval.provenance import clew_version, git_commit
-from clew.eval.rundir import RunDir
 from clew.eval.runner import run_suite
 from clew.eval.summary import aggregate, metrics_document, summary_table
+from clew.records import RunDir
 
 MAX_TASK_ROWS = 12  # summaries list tasks one by one for suites this small
 

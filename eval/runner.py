@@ -39,7 +39,7 @@ from clew.agents.lm.base import LMError
 from clew.envs.base import Env, Observation, Step, Task
 from clew.envs.registry import make_for
 from clew.eval.metrics import score_episode
-from clew.eval.rundir import RunDir
+from clew.records import RunDir
 
 DEFAULT_MAX_STEPS = 1000
 

@@ -73,8 +73,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from clew.eval.rundir import dumps
     from clew.eval.score import score_lines
+    from clew.records import dumps
 
     path = Path(args.file)
     if not path.exists():
@@ -142,12 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("suites", help="list suites").set_defaults(func=cmd_suites)
 
     for name, (module, help_text) in EXTRA_COMMANDS.items():
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue  # a subcommand that is not built yet
+        mod = importlib.import_module(module)
         p = sub.add_parser(name, help=help_text)
         mod.add_arguments(p)
         p.set_defaults(func=mod.run)

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clew.agents.files import write_atomic
+from clew.records.files import write_atomic
 
 SCHEMA = "clew.tree/1"
 

@@ -23,7 +23,7 @@ from training_toys import TreeEnv, raw, worked_example
 
 @pytest.fixture(autouse=True)
 def toy_env(monkeypatch):
-    monkeypatch.setitem(registry.ENVS, "toy-tree", "training_toys:TreeEnv")
+    monkeypatch.setitem(registry.ENVS, "toy-tree", registry.EnvEntry("training_toys:TreeEnv"))
 
 
 def test_answer_parsing_follows_the_answer_phrase():
