@@ -46,7 +46,8 @@ def test_frozen_layout_properties(layout_id):
     if v2:  # tree-like, centred start, the best three collectable, R^max near its expectation
         assert len(layout.doors) == layout.n_rooms - 1
         door_pairs = [d.rooms for d in layout.doors]
-        assert layout.start in centre_rooms(layout.size, door_pairs)
+        assert layout.start in centre_rooms(layout.size, door_pairs, data["meta"]["centre_slack"])
+        assert data["meta"]["centre_slack"] == 4
         assert best_three_reachable(layout)
         assert abs(data["rmax"] - expected_best(n_balls)) <= 3
         assert data["meta"]["generator_version"] == 2

@@ -23,9 +23,10 @@ plus the env's task params ``n_episodes`` (20), ``instruction`` (``task``), ``ca
   connect rooms with loops, and its 7×7 layouts put the good balls near the end of the door
   budget (R^max as low as 9), so random-walk statistics drift from the paper's.
 * **2** — the tree-like reading of spec_001 §2.2 (see ``docs/methods/instances.md``):
-  a uniformly random spanning tree (``ust``); the start at a centre room of that tree, so the
-  budget C (= the start's eccentricity, unchanged rule) is the least the layout allows and no
-  direction is favoured; balls per size {4: 7, 5: 5, 7: 4} (the spec's tree reading, other
+  a uniformly random spanning tree (``ust``); a random start among the rooms at most 4 doors
+  more eccentric than the tree's centre (``centre_slack`` 4: on 4×4 and 5×5 trees nearly any
+  room, on 7×7 trees no start at the tip of a long branch, where the budget C, still the
+  start's eccentricity, would send a random walk the long way to the far side); balls per size {4: 7, 5: 5, 7: 4} (the spec's tree reading, other
   sizes 5); and one more acceptance rule, *best three reachable*: R^max must equal the sum of
   the K = 3 largest rewards, i.e. the budget lets one episode collect the three best balls,
   and *R^max near its expectation*: within ±3 of the expected sum of the best three of b
@@ -53,7 +54,7 @@ from clew.envs.base import Task
 from clew.envs.rooms.layouts import LAYOUTS_FILES, Layout, frozen_layout, random_layout
 
 LAYOUT_PARAMS = ("size", "n_balls", "connectivity", "start", "extra_door_prob",
-                 "door_budget_slack")
+                 "door_budget_slack", "centre_slack")
 ENV_PARAMS = ("n_episodes", "instruction", "call_cap_extra", "end_when_stuck")
 SIZES = (4, 5, 7)
 TEST_IDS = ("a", "b", "c")
@@ -63,7 +64,8 @@ GENERATOR_VERSION = 2
 #: per version: layout defaults, and whether the best three balls must be jointly reachable
 VERSIONS: dict[int, dict[str, Any]] = {
     1: {"defaults": {}, "best_three": False, "rmax_tolerance": None},
-    2: {"defaults": {"connectivity": "ust", "start": "centre"}, "best_three": True,
+    2: {"defaults": {"connectivity": "ust", "start": "centre", "centre_slack": 4},
+        "best_three": True,
         "rmax_tolerance": 3},
 }
 V2_BALLS = {4: 7, 5: 5, 7: 4}  # spec_001 §2.2, the tree reading; other sizes keep 5
@@ -154,7 +156,8 @@ def make_layout(size: int, seed: int, *, layout_id: str = "", check_explorable: 
                 "n_balls": options.get("n_balls", 5)}
         if generator_version >= 2:  # version-1 meta stays as it was
             meta.update(generator_version=generator_version,
-                        start=options.get("start", "random"), best_three=best_three,
+                        start=options.get("start", "random"),
+                        centre_slack=options.get("centre_slack", 0), best_three=best_three,
                         rmax_tolerance=tolerance)
         return Layout(layout.size, layout.start, layout.doors, layout.balls,
                       layout.door_budget, layout.max_pickups, layout_id, meta)

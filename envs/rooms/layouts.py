@@ -18,7 +18,8 @@ Decisions (spec_001 §5):
   tree, Wilson's algorithm: loop-erased random walks) are the tree-like alternatives;
   ``extra_door_prob`` adds doors between further adjacent pairs.
 * Start room ``random`` (uniform), ``corner`` (room 0) or ``centre``: uniform among the rooms
-  of least eccentricity in the door graph (drawn after the doors; the generator's version 2).
+  whose eccentricity in the door graph is at most the least one (the radius) plus
+  ``centre_slack`` (drawn after the doors; the generator's version 2).
 * 5 balls per layout by default [#2], never in the start room, two may share a room; rewards
   are integers 1..10 [#3]; C = eccentricity of the start room plus ``door_budget_slack`` [#4].
 * Names: distinct colour names from :mod:`.colours`, one per door and per ball.
@@ -280,6 +281,7 @@ def random_layout(
     start: str = "random",
     extra_door_prob: float = 0.0,
     door_budget_slack: int = 0,
+    centre_slack: int = 0,
     max_pickups: int = 3,
     reward_range: tuple[int, int] = (1, 10),
 ) -> Layout:
@@ -324,7 +326,7 @@ def random_layout(
                     pairs.add((u, v))
     door_pairs = sorted(pairs)
     if start == "centre":
-        start_room = rng.choice(centre_rooms(size, door_pairs))
+        start_room = rng.choice(centre_rooms(size, door_pairs, centre_slack))
     ball_rooms = [rng.choice([r for r in range(n_rooms) if r != start_room])
                   for _ in range(n_balls)]
     rewards = [rng.randint(*reward_range) for _ in range(n_balls)]
@@ -362,15 +364,16 @@ def wilson_tree(size: int, rng: random.Random, root: int) -> set[tuple[int, int]
     return pairs
 
 
-def centre_rooms(size: int, door_pairs: list[tuple[int, int]]) -> list[int]:
-    """Rooms of least eccentricity (the door graph's centre), in index order."""
+def centre_rooms(size: int, door_pairs: list[tuple[int, int]], slack: int = 0) -> list[int]:
+    """Rooms whose eccentricity is at most the least one plus ``slack``, in index order
+    (``slack=0``: the door graph's centre)."""
     adjacency: dict[int, set[int]] = {r: set() for r in range(size * size)}
     for a, b in door_pairs:
         adjacency[a].add(b)
         adjacency[b].add(a)
     ecc = {r: max(bfs(adjacency, r).values()) for r in adjacency}
     least = min(ecc.values())
-    return [r for r in sorted(ecc) if ecc[r] == least]
+    return [r for r in sorted(ecc) if ecc[r] <= least + slack]
 
 
 # --- frozen layouts -------------------------------------------------------------------------
