@@ -1,9 +1,10 @@
-"""Explore–exploit baselines on the spec_003 suites, at the paper's run counts, as one table.
+"""Explore–exploit baselines on the HillSearch/TreeSearch/MaxSatSearch suites, at the paper's
+run counts, as one table (``docs/results.md``).
 
 Covers ``paper-003-main:test`` (H-E3, T-main, M-main), ``paper-003-additional:test`` (H-B2,
 T-alt1, T-alt2, M-alt1..3) and ``paper-003-general:test`` (50 instances per family at N = 48).
 Each baseline plays every task through the episode runner, exactly as a model would. Run counts
-(spec_003 §3.8, Table 4): Hill 500, Tree 200, MaxSat 200 episodes per fixed instance and budget;
+(the paper's Table 4): Hill 500, Tree 200, MaxSat 200 episodes per fixed instance and budget;
 200 episodes per instance of the general sets.
 
 Reported per (suite, instance, N): the mean normalised best-found reward r = R/OPT and its

@@ -4,7 +4,7 @@ random walks. Prints one JSON line per row and writes the markdown tables to ``-
 * ``gridmap``: the open-cell distribution per preset (exploration level × DAG level) and
   generator version, over seeds ``0..seeds-1``: open cells / W·H (mean, min, 10th percentile,
   median, max), the mean open-cell count and the mean budget B = 3·|M|.
-* ``rooms``: the random-walk baseline (spec_001 §2.9) through the episode runner, per grid size
+* ``rooms``: the random-walk baseline through the episode runner, per grid size
   and layout version: on the suites' frozen test layouts (3 per size, 10 runs each, the
   paper's protocol) and, for the family, on ``--layouts`` freshly generated layouts per size
   (seeds 50000.., ``--runs`` runs each). Columns: C, R^max, last-episode and mean-over-episodes

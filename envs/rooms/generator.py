@@ -22,7 +22,7 @@ plus the env's task params ``n_episodes`` (20), ``instruction`` (``task``), ``ca
 * **1** — ``minigrid_connect_all`` doors, a random start, 5 balls per layout. Its layouts
   connect rooms with loops, and its 7×7 layouts put the good balls near the end of the door
   budget (R^max as low as 9), so random-walk statistics drift from the paper's.
-* **2** — the tree-like reading of spec_001 §2.2 (see ``docs/methods/instances.md``):
+* **2** — the tree-like reading of the layouts (``docs/methods/instances.md``):
   a uniformly random spanning tree (``ust``); a random start among the rooms at most 4 doors
   more eccentric than the tree's centre (``centre_slack`` 4: on 4×4 and 5×5 trees nearly any
   room, on 7×7 trees no start at the tip of a long branch, where the budget C, still the
@@ -30,7 +30,7 @@ plus the env's task params ``n_episodes`` (20), ``instruction`` (``task``), ``ca
   sizes 5); and one more acceptance rule, *best three reachable*: R^max must equal the sum of
   the K = 3 largest rewards, i.e. the budget lets one episode collect the three best balls,
   and *R^max near its expectation*: within ±3 of the expected sum of the best three of b
-  integer U{1..10} rewards (24.0 / 21.5 / 19.5 for b = 7 / 5 / 4, spec §2.2), so that three
+  integer U{1..10} rewards (24.0 / 21.5 / 19.5 for b = 7 / 5 / 4), so that three
   layouts per size are representative rather than lucky or unlucky draws. Version-2 layouts
   record ``generator_version`` and these rules in their meta.
 
@@ -68,7 +68,7 @@ VERSIONS: dict[int, dict[str, Any]] = {
         "best_three": True,
         "rmax_tolerance": 3},
 }
-V2_BALLS = {4: 7, 5: 5, 7: 4}  # spec_001 §2.2, the tree reading; other sizes keep 5
+V2_BALLS = {4: 7, 5: 5, 7: 4}  # the tree reading (docs/methods/instances.md); else 5
 ID_PREFIX = {1: "", 2: "v2-"}
 
 
@@ -200,9 +200,11 @@ def frozen_specs(version: int = 1) -> list[tuple[str, int, int]]:
 def build_frozen(version: int = 1) -> dict[str, Any]:
     command = "python -m clew.envs.rooms.generator" + ("" if version == 1 else
                                                        f" --version {version}")
+    about = ("spec_001 §2.2" if version == 1  # version 1's note stays as it was
+             else f"generator version {version}, docs/methods/instances.md")
     return {
         "version": version,
-        "note": f"Dark Treasure Rooms layouts (spec_001 §2.2); built by `{command}`; "
+        "note": f"Dark Treasure Rooms layouts ({about}); built by `{command}`; "
                 "never regenerate during experiments.",
         "layouts": [make_layout(n, seed, layout_id=lid, generator_version=version).to_dict()
                     for lid, n, seed in frozen_specs(version)],
