@@ -34,6 +34,7 @@ import math
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,8 +46,9 @@ FAMILY = {"hillsearch": "Hill", "treesearch": "Tree", "maxsatsearch": "MaxSat"}
 PARAMS = {"hillsearch": "α=0.8, β=0.05", "treesearch": "τ=4", "maxsatsearch": "α=0.5"}
 
 
-def _score_best_found_only() -> None:
-    """Score episodes with the best-found metric alone (this process only).
+@contextmanager
+def _best_found_only():
+    """Score episodes with the best-found metric alone while inside; restore the registry after.
 
     The table needs r = R/OPT; the other registered metrics of these envs (coverage,
     redundancy) take about two thirds of an episode's time and are not reported here.
@@ -54,9 +56,17 @@ def _score_best_found_only() -> None:
     from clew.eval import metrics
 
     registry = getattr(metrics, "METRICS", None)
-    if isinstance(registry, dict) and "best_found" in registry:
-        for name in [n for n in registry if n != "best_found"]:
-            del registry[name]
+    if not (isinstance(registry, dict) and "best_found" in registry):
+        yield
+        return
+    saved = dict(registry)
+    for name in [n for n in registry if n != "best_found"]:
+        del registry[name]
+    try:
+        yield
+    finally:
+        registry.clear()
+        registry.update(saved)
 
 
 def _rewards(agent_name: str, task_json: str, runs: int) -> list[float]:
@@ -65,7 +75,6 @@ def _rewards(agent_name: str, task_json: str, runs: int) -> list[float]:
     from clew.envs.base import Task
     from clew.eval.runner import run_episode
 
-    _score_best_found_only()
 
     agent_cls = {"explore-exploit": ExploreExploit, "random-query": RandomQuery}[agent_name]
     task = Task.from_dict(json.loads(task_json))
@@ -78,7 +87,8 @@ def _rewards(agent_name: str, task_json: str, runs: int) -> list[float]:
             out.append(float(rec["metrics"]["normalized_reward"]))
         return out
 
-    return asyncio.run(play())
+    with _best_found_only():
+        return asyncio.run(play())
 
 
 def _with_budget(task, budget: int):
@@ -156,7 +166,9 @@ def summarise(cells: list[dict], results: list[list[float]]) -> list[dict]:
             m, se = _stats(values)
             row.update(mean=round(m, 4), se=round(se, 4), runs=len(values))
     out = list(rows.values())
-    for (env, n, agent), stats in sorted(general.items()):
+    order = list(FAMILY)  # Hill, Tree, MaxSat
+    for (env, n, agent), stats in sorted(general.items(),
+                                         key=lambda kv: (order.index(kv[0][0]), kv[0][1:])):
         means = [m for m, _, _ in stats]
         mean = sum(means) / len(means)
         se = math.sqrt(sum(s * s for _, s, _ in stats)) / len(stats)

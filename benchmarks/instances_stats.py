@@ -113,10 +113,10 @@ def tables(rows: list[dict]) -> str:
     out = []
     grid = [r for r in rows if r["part"] == "gridmap"]
     if grid:
-        out += ["Grid maps: open cells / W·H per preset and generator version "
-                f"(seeds 0–{grid[0]['seeds'] - 1}).", "",
-                "| version | exploration | DAG | grid | mean | min | p10 | median | max "
-                "| open cells | budget 3·|M| |",
+        out += [("Grid maps: open cells / W·H per preset and generator version "
+                 f"(seeds 0–{grid[0]['seeds'] - 1})."), "",
+                ("| version | exploration | DAG | grid | mean | min | p10 | median | max "
+                 "| open cells | budget 3·|M| |"),
                 "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in grid:
             out.append(f"| v{r['version']} | {r['exploration']} | {r['dag']} | {r['grid']} | "

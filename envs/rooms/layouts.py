@@ -27,6 +27,7 @@ Decisions (spec_001 §5):
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -360,7 +361,7 @@ def wilson_tree(size: int, rng: random.Random, root: int) -> set[tuple[int, int]
                 where[nxt] = len(path)
                 path.append(nxt)
         in_tree.update(path)
-        pairs.update((min(a, b), max(a, b)) for a, b in zip(path, path[1:]))
+        pairs.update((min(a, b), max(a, b)) for a, b in itertools.pairwise(path))
     return pairs
 
 
