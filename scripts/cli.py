@@ -100,13 +100,15 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_suites(args: argparse.Namespace) -> int:
-    from clew.envs.suites import SUITES, get_suite
+    from clew.envs.suites import SUITES, current_suite, get_suite
 
     for name in sorted(SUITES):
         try:
             suite = get_suite(name)
             sizes = ", ".join(f"{k}={len(v)}" for k, v in suite.splits.items())
-            print(f"{name:24s} v{suite.version}  {sizes}")
+            now = current_suite(name)
+            status = "current" if now == name else f"superseded by {now}"
+            print(f"{name:24s} v{suite.version}  {status:36s} {sizes}")
         except Exception as exc:  # one broken suite must not hide the others
             print(f"{name:24s} (unavailable: {type(exc).__name__}: {exc})")
     return 0
