@@ -8,7 +8,7 @@ time is framework time: prompts, sampling 20 completions per request and parsing
 PUCT, simulator steps and snapshots, value cache, usage accounting, the runner, and the JSON form
 of each tree (built, not written to disk). Target: under 1 ms per node.
 
-For comparison, ``core_ms_per_node`` is the MCTS core alone (:func:`clew.search.mcts.run_search`
+For comparison, ``core_ms_per_node`` is the MCTS core alone (:class:`clew.search.mcts.MCTS`
 with hooks that do nothing). Times are the best of three runs. Prints one JSON line.
 """
 
@@ -24,7 +24,8 @@ from typing import ClassVar
 from clew.agents.lm.fake import FakeLM
 from clew.envs.suites import resolve
 from clew.eval.runner import run_episode
-from clew.search.mcts import Evaluation, MCTSConfig, Transition, run_search
+from clew.search.mcts import MCTS, MCTSConfig
+from clew.search.nodes import Evaluation, Transition
 from clew.search.rmcts import make_mcts
 
 MOVES = ("up", "down", "left", "right")
@@ -99,7 +100,7 @@ async def core_run(n_sims: int, trees: int) -> tuple[float, int]:
     t0 = time.perf_counter()
     nodes = 0
     for _ in range(trees):
-        nodes += len((await run_search(cfg, NullHooks(), "root")).tree.nodes)
+        nodes += len((await MCTS(cfg).plan(NullHooks(), "root")).tree.nodes)
     return time.perf_counter() - t0, nodes
 
 

@@ -30,9 +30,9 @@ AGENTS: dict[str, str] = {
     "mcts": "clew.search.rmcts:make_mcts",
     "rmcts": "clew.search.rmcts:make_rmcts",
     "rmcts-mad": "clew.search.rmcts:make_rmcts_mad",
-    "tot-bfs": "clew.search.bfs_dfs:make_tot_bfs",
-    "tot-dfs": "clew.search.bfs_dfs:make_tot_dfs",
-    "best-first": "clew.search.best_first:make_best_first",
+    "tot-bfs": "clew.search.rmcts:make_tot_bfs",
+    "tot-dfs": "clew.search.rmcts:make_tot_dfs",
+    "best-first": "clew.search.rmcts:make_best_first",
     "policy-only": "clew.search.rmcts:make_policy_agent",  # the search policy without search
     # spec_003 §5 interventions around any agent named by `inner`
     "parallel-threads": "clew.eval.agents:make_parallel_threads",

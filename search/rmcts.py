@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from clew.agents.base import BaseAgent, Decision, Episode
@@ -46,7 +46,9 @@ from clew.agents.prompts import PROMPTS_VERSION, Context, short_task
 from clew.agents.reflection import ReflectionConfig, StepStat, TaskRecord, improve
 from clew.agents.usage import UsageByRole
 from clew.agents.value import ValueCache
-from clew.search.mcts import Evaluation, Limits, MCTSConfig, Transition, run_search
+from clew.search.frontier import BFS, DFS, BestFirst, BestFirstConfig, BFSConfig, DFSConfig
+from clew.search.mcts import MCTS, MCTSConfig
+from clew.search.nodes import Evaluation, Transition
 from clew.search.tree import Edge, Node, tree_to_dict
 
 ON_VALUE_ONE = ("commit_path_and_continue", "commit_path_and_end")
@@ -152,20 +154,6 @@ class EpisodeHooks:
     def restore(self, snap: Any) -> None:
         self.sim.restore(snap)
 
-    def limits(self) -> Limits:
-        ep, cfg = self.episode, self.agent.config
-        streak = 0
-        for s in reversed(ep.steps):
-            if s.valid:
-                break
-            streak += 1
-        env = ep.env
-        return Limits(
-            steps_left=None if cfg.max_steps is None else cfg.max_steps - ep.t,
-            invalid_streak=streak, max_invalid_streak=cfg.max_invalid_streak,
-            recent_keys=tuple(self.prefix_actions[-4:]),
-            repeat_limit=5 if env.flags.repeat_rule_applies else None)
-
 
 _TEMP_MEMORY: dict[str, str] = {}
 
@@ -182,7 +170,7 @@ class SearchAgent(BaseAgent):
         self.config = config or AgentConfig()
         if name:
             self.name = name
-        self.algorithm = algorithm          # None: MCTS; else an object with ``async plan``
+        self.algorithm = algorithm or MCTS(self.config.search)
         roles = [policy, value, reflector]
         self.kind = "lm" if any(getattr(r, "kind", "") == "lm" for r in roles if r) else "heuristic"
         self.uses_oracle = any(getattr(r, "uses_oracle", False) for r in roles if r)
@@ -226,12 +214,8 @@ class SearchAgent(BaseAgent):
             st["pending"].clear()                   # the world surprised us: search again
         hooks = EpisodeHooks(self, episode, st)
         before = copy.deepcopy(episode.usage)
-        if self.algorithm is None:
-            kind_edges = await run_search(self.config.search, hooks, episode.obs.text,
-                                          hooks.limits())
-            kind, edges, tree = kind_edges.kind, kind_edges.edges, kind_edges.tree
-        else:
-            kind, edges, tree = await self.algorithm.plan(hooks, episode.obs.text, hooks.limits())
+        result = await self.algorithm.plan(hooks, episode.obs.text)
+        kind, edges, tree = result.kind, result.decision, result.tree
         tree.meta = self._tree_meta(episode, before, kind)
         episode.trees.append((episode.t, tree_to_dict(tree)))
         end = kind == "path" and self.config.on_value_one == "commit_path_and_end" and \
@@ -274,7 +258,7 @@ class SearchAgent(BaseAgent):
                 "uses_oracle": self.uses_oracle, "decision": kind, "usage": usage,
                 "value_scale": getattr(self.value, "scale", "unit"),
                 "prompts_version": PROMPTS_VERSION,
-                "search_config": asdict(self.config.search), **self.info}
+                "search_config": self.algorithm.config.model_dump(), **self.info}
 
     # --- improvement loop ------------------------------------------------------------------
     def task_record(self, episode: Episode) -> TaskRecord:
@@ -339,7 +323,7 @@ def _take(d: dict[str, Any], where: str, allowed: set[str]) -> dict[str, Any]:
     return d
 
 
-SEARCH_KEYS = set(MCTSConfig.__dataclass_fields__)
+SEARCH_KEYS = set(MCTSConfig.model_fields) - {"algorithm"}
 LM_POLICY_KEYS = {"n_samples_min", "temperature", "top_p", "max_tokens", "retries"}
 HEURISTIC_POLICY_KEYS = {"prior", "n_samples", "oracle_temperature"}
 LM_VALUE_KEYS = {"kind", "scale", "parse_failure", "retries", "single", "debate"}
@@ -546,3 +530,27 @@ def make_policy_agent(**options: Any) -> PolicyAgent:
     roles = build_roles(options)
     return PolicyAgent(roles["policy"], name=options.get("label") or "policy-only",
                        seed=int(options.get("seed", 0)))
+
+
+def _frontier(name: str, cls, config_cls, options: dict[str, Any]) -> SearchAgent:
+    opts = dict(options)
+    extra = {k: opts.pop(k) for k in ("stop_eval", "dfs_order") if k in opts}
+    agent = build_search_agent(name, opts, defaults={"value": {"kind": "single"},
+                                                     "reflection": False})
+    base = agent.config.search.model_dump(exclude={"algorithm", "c_puct", "q_init",
+                                                    "reexecute_edges"})
+    agent.algorithm = cls(config_cls(**base, **extra))
+    return agent
+
+
+def make_tot_bfs(**options: Any) -> SearchAgent:
+    return _frontier("tot-bfs", BFS, BFSConfig, options)
+
+
+def make_tot_dfs(**options: Any) -> SearchAgent:
+    return _frontier("tot-dfs", DFS, DFSConfig, options)
+
+
+def make_best_first(**options: Any) -> SearchAgent:
+    options.pop("dfs_order", None)
+    return _frontier("best-first", BestFirst, BestFirstConfig, options)

@@ -19,7 +19,7 @@ from clew.agents.value import SingleValue, ValueCallError
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.registry import register
 from clew.eval.runner import run_episode
-from clew.search.bfs_dfs import FrontierSearch
+from clew.search.frontier import BFS, DFS, BestFirst, BestFirstConfig, BFSConfig, DFSConfig
 from clew.search.mcts import MCTSConfig
 from clew.search.rmcts import AgentConfig, SearchAgent
 from clew.search.tree import tree_from_dict
@@ -278,9 +278,12 @@ VALUES = {"a": 0.3, "b": 0.6, "a/a": 0.2, "a/b": 0.1, "b/a": 0.9, "b/b": 0.4}
 
 def frontier_agent(order, budget=6, **kw):
     value = ScriptedValue(VALUES)
-    cfg = MCTSConfig(branching_factor=2, n_simulations=budget, max_depth_actions=2)
-    agent = SearchAgent(ScriptedPolicy(PRIORS), value, AgentConfig(search=cfg), name=order,
-                        algorithm=FrontierSearch(cfg, order, **kw))
+    common = {"branching_factor": 2, "n_simulations": budget, "max_depth_actions": 2}
+    algorithm = {"bfs": lambda: BFS(BFSConfig(**common, **kw)),
+                 "dfs": lambda: DFS(DFSConfig(**common, **kw)),
+                 "best": lambda: BestFirst(BestFirstConfig(**common, **kw))}[order]()
+    agent = SearchAgent(ScriptedPolicy(PRIORS), value, AgentConfig(search=MCTSConfig(**common)),
+                        name=order, algorithm=algorithm)
     return agent, value
 
 
