@@ -106,6 +106,11 @@ class Env(ABC):
     #: rule 2); ``None`` for envs whose own spec says how invalid actions count.
     max_invalid_streak: ClassVar[int | None] = 3
 
+    #: Earlier (observation, answer) pairs an LM agent keeps in its prompt; None = all.
+    history_window: ClassVar[int | None] = None
+    #: How many times an LM agent may ask again when its answer does not parse.
+    parse_retries: ClassVar[int] = 0
+
     task: Task | None = None
     state: Any = None
 
@@ -157,6 +162,14 @@ class Env(ABC):
         return action.strip().lower()
 
     def is_stop(self, action: str) -> bool:
+        return False
+
+    def prompt_examples(self) -> list[tuple[str, str]]:
+        """In-context examples for LM agents: (user, assistant) pairs; none by default."""
+        return []
+
+    def answered(self, action: str) -> bool:
+        """Whether the env has already answered this query (oracle-query tasks)."""
         return False
 
     # --- facts ---------------------------------------------------------------------------
