@@ -68,7 +68,8 @@ class Episode:
         self.trees: list[Any] = []  # (step, tree dict) pairs, written to disk by the runner
         # The current path of real states for BACKTRACK (spec_002 §6.10): state ids, S0 first.
         self.path: list[int] = [0]
-        self.max_steps: int | None = None  # the runner's step limit, for agents that plan ahead
+        # the agent's own estimate of success (search agents; for data selection without labels)
+        self.success_est: bool | None = None
         self.charged = 0  # simulated queries charged to the real env (simulation_mode "charged")
         # States reached for real and inside simulation (env.state_key), for the peek count.
         self.visited_states: set[Any] = {env.state_key()}
@@ -123,8 +124,7 @@ class Episode:
         key = self.env.canonical(action)
         if any(s.valid and self.env.canonical(s.action) == key for s in self.steps):
             return True
-        answered = getattr(self.env, "answered", None)
-        return bool(answered and answered(action))
+        return self.env.answered(action)
 
     def charge(self, action: str) -> None:
         """Ask a simulated query for real (see :meth:`simulator`); known ones cost nothing."""

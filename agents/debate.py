@@ -7,7 +7,7 @@ samples each, also concurrently. The six verdicts are mapped to the scale and av
 node: 4 requests, 2 + 2·3 completions. Usage is recorded under roles ``debate`` (arguments) and
 ``judge``. Retrieved value reflections go to the judge only (§4.3).
 
-Failures follow :mod:`clew.agents.value`: retried, then :class:`ValueCallError`.
+Failures follow :mod:`clew.agents.value`: :class:`ValueCallError` naming the role.
 """
 
 from __future__ import annotations
@@ -15,18 +15,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from clew.agents.lm.base import ChatRequest, LanguageModel, LMError, Sampling
-from clew.agents.policy import derive_seed, lm_call
+from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling
+from clew.agents.options import ValueOptions
+from clew.agents.parsing import parse_status
 from clew.agents.prompts import Context, argument_messages, judge_messages
+from clew.agents.seeds import derive_seed
 from clew.agents.usage import UsageByRole
-from clew.agents.value import (
-    ValueCallError,
-    ValueRecord,
-    aggregate,
-    config_hash,
-    parse_status,
-    scale_bounds,
-)
+from clew.agents.value import ValueRecord, aggregate, config_hash, value_call
 
 ORDERS = ("oppose_first", "support_first")
 
@@ -35,52 +30,40 @@ class DebateValue:
     """``evaluate(ctx) -> ValueRecord`` with ``record.debate`` holding both arguments and all
     judge outputs (needed by value reflection §3.5 and EL assessments §6.7)."""
 
-    kind = "debate"
+    kind = "lm"
+    method = "debate"
+    uses_oracle = False
 
-    def __init__(self, lm: LanguageModel, argue_temperature: float = 0.1, argue_top_p: float = 0.9,
-                 argue_max_tokens: int = 256, judge_samples_per_order: int = 3,
-                 judge_temperature: float = 1.0, judge_top_p: float = 0.95,
-                 judge_max_tokens: int = 256, window: int = 4, scale: str = "unit",
-                 parse_failure: str = "skip", retries: int = 2, reflection_max_words: int = 128):
-        scale_bounds(scale)
-        aggregate([], scale, parse_failure)
-        if judge_samples_per_order < 1:
-            raise ValueError("value.debate.judge_samples_per_order must be >= 1")
+    def __init__(self, lm: LanguageModel, options: ValueOptions | None = None):
+        options = options or ValueOptions()
+        d = options.debate
         self.lm = lm
-        self.argue = {"temperature": argue_temperature, "top_p": argue_top_p,
-                          "max_tokens": argue_max_tokens}
-        self.judge = {"temperature": judge_temperature, "top_p": judge_top_p,
-                          "max_tokens": judge_max_tokens}
-        self.k = judge_samples_per_order
-        self.window, self.scale, self.parse_failure = window, scale, parse_failure
-        self.retries, self.reflection_max_words = retries, reflection_max_words
+        self.argue = {"temperature": d.argue_temperature, "top_p": d.argue_top_p,
+                      "max_tokens": d.argue_max_tokens}
+        self.judge = {"temperature": d.judge_temperature, "top_p": d.judge_top_p,
+                      "max_tokens": d.judge_max_tokens}
+        self.k = d.judge_samples_per_order
+        self.window, self.scale, self.parse_failure = d.window, options.scale, options.parse_failure
 
     def config_hash(self) -> str:
         return config_hash(["debate", self.argue, self.judge, self.k, self.window, self.scale,
-                            self.parse_failure, getattr(self.lm, "spec", "")])
-
-    async def _call(self, request: ChatRequest, usage: UsageByRole | None):
-        try:
-            return await lm_call(self.lm, request, usage, self.retries, f"value ({request.role})")
-        except LMError as exc:
-            raise ValueCallError(str(exc)) from exc
+                            self.parse_failure, self.lm.spec])
 
     async def arguments(self, ctx: Context, usage: UsageByRole | None = None) -> tuple[str, str]:
         """(support, oppose), generated concurrently."""
         reqs = [ChatRequest(argument_messages(ctx, side, self.window),
                             Sampling(n=1, seed=derive_seed(ctx.seed, "debate", side), **self.argue),
                             role="debate") for side in ("support", "oppose")]
-        sup, opp = await asyncio.gather(*(self._call(r, usage) for r in reqs))
+        sup, opp = await asyncio.gather(*(value_call(self.lm, r, usage) for r in reqs))
         return (sup[0].text if sup else ""), (opp[0].text if opp else "")
 
     async def evaluate(self, ctx: Context, reflections: Sequence[dict] = (),
                        usage: UsageByRole | None = None) -> ValueRecord:
         support, oppose = await self.arguments(ctx, usage)
-        reqs = [ChatRequest(judge_messages(ctx, support, oppose, order, self.window, reflections,
-                                           self.reflection_max_words),
+        reqs = [ChatRequest(judge_messages(ctx, support, oppose, order, self.window, reflections),
                             Sampling(n=self.k, seed=derive_seed(ctx.seed, "judge", order),
                                      **self.judge), role="judge") for order in ORDERS]
-        results = await asyncio.gather(*(self._call(r, usage) for r in reqs))
+        results = await asyncio.gather(*(value_call(self.lm, r, usage) for r in reqs))
         texts = [c.text for comps in results for c in comps]
         orders = [order for order, comps in zip(ORDERS, results) for _ in comps]
         letters = [parse_status(t) for t in texts]

@@ -26,8 +26,9 @@ Decisions:
   distilled models (small, short contexts) see every prompt in full.
 * IL uses the same turns with the plain policy rules (§8.1) instead of the explorer rules, so
   EL and IL models differ only in what they were trained on.
-* Answers are parsed by the shared policy parser (``extract_action_text``, D30); an answer
-  whose action is ``backtrack S<k>`` / ``backtrack`` becomes a runner backtrack decision.
+* Answers are read by the shared parser (:func:`clew.agents.parsing.answer_text`, no env: a
+  backtrack is not an env action); an answer whose action is ``backtrack S<k>`` / ``backtrack``
+  becomes a runner backtrack decision.
 * After a valid backtrack the user turn shows ``env.observation()`` of the restored state, not
   the runner's note, so the format does not depend on the runner's wording.
 * A bare ``backtrack`` means the state before the current one on the path (§6.10).
@@ -50,7 +51,10 @@ from typing import Any, Literal
 
 from clew.agents.base import BaseAgent, Decision, Episode, StepRecord
 from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
-from clew.agents.prompts import ANSWER_PHRASE, extract_action_text
+from clew.agents.lm.calls import call
+from clew.agents.options import ACT_SAMPLING
+from clew.agents.parsing import ANSWER_PHRASE, answer_text
+from clew.agents.seeds import derive_seed
 from clew.envs.base import Env
 
 BACKTRACK_RE = re.compile(r"^\s*backtrack(?:\s+S?(\d+))?\s*$", re.IGNORECASE)
@@ -62,11 +66,6 @@ Format = Literal["el", "il"]
 
 
 # --- answers ----------------------------------------------------------------------------------
-def extract_action(text: str, phrase: str = ANSWER_PHRASE) -> str | None:
-    """The action text of a completion: the shared policy parser (§8.1, D30)."""
-    return extract_action_text(text, phrase)
-
-
 def parse_backtrack(action: str | None) -> tuple[bool, int | None]:
     """``(is_backtrack, target)``: ``backtrack S3`` -> (True, 3); bare ``backtrack`` -> (True,
     None); anything else -> (False, None)."""
@@ -176,15 +175,16 @@ class DistilledAgent(BaseAgent):
     """Runs a (fine-tuned) chat model with the EL (or IL) turn format; no search (§6.10).
 
     ``model`` is a spec string (``hf:BASE+lora:ADAPTER``, ``vllm:BASE+lora:ADAPTER``, a merged
-    ``hf:PATH`` ...) or a :class:`LanguageModel`. Sampling defaults are the ReAct ones of §6.10
-    (temperature 0.7, top-p 0.9); ``greedy=True`` decodes greedily.
+    ``hf:PATH`` ...) or a :class:`LanguageModel`. Sampling defaults are the ReAct ones
+    (:data:`~clew.agents.options.ACT_SAMPLING`); ``greedy=True`` decodes greedily.
     """
 
     name = "distilled"
     kind = "learned"
 
     def __init__(self, model: str | LanguageModel, format: Format = "el",
-                 temperature: float = 0.7, top_p: float = 0.9, max_tokens: int = 384,
+                 temperature: float = ACT_SAMPLING.temperature, top_p: float = ACT_SAMPLING.top_p,
+                 max_tokens: int = ACT_SAMPLING.max_tokens,
                  greedy: bool = False, seed: int | None = 0, max_history_pairs: int | None = 8,
                  context_tokens: int | None = None, label: str | None = None,
                  model_options: dict[str, Any] | None = None):
@@ -259,18 +259,17 @@ class DistilledAgent(BaseAgent):
 
     async def act(self, episode: Episode) -> Decision:
         chat = self._chat(episode)
-        seed = None if self.seed is None else self.seed * 100_003 + episode.t
+        seed = derive_seed(self.seed, episode.key, episode.t)
         request = ChatRequest(self._fit(chat.messages, episode),
                               Sampling(n=1, seed=seed, **self.sampling), role="policy")
-        completion = (await self.lm.generate([request]))[0][0]
-        episode.usage.record("policy", completion.usage)
+        completion = (await call(self.lm, request, episode.usage))[0]
         chat.messages.append({"role": "assistant", "content": completion.text})
         return decide(completion.text, episode.path)
 
 
 def decide(text: str, path: list[int]) -> Decision:
     """The runner decision for a completion, given the current path of state ids."""
-    action = extract_action(text)
+    action = answer_text(text)
     is_back, target = parse_backtrack(action)
     if is_back:
         if target is None and len(path) > 1:
@@ -280,17 +279,3 @@ def decide(text: str, path: list[int]) -> Decision:
     if action is None:
         return Decision("", raw=text, info={"parse_error": "no fenced action in the answer"})
     return Decision(action, raw=text)
-
-
-def make_distilled(model: str, format: Format = "el", temperature: float = 0.7,
-                   top_p: float = 0.9, max_tokens: int = 384, greedy: bool = False,
-                   seed: int | None = 0, max_history_pairs: int | None = 8,
-                   context_tokens: int | None = None,
-                   label: str | None = None,
-                   model_options: dict[str, Any] | None = None) -> DistilledAgent:
-    """Factory registered as ``distilled`` in :mod:`clew.eval.agents`."""
-    return DistilledAgent(model, format=format, temperature=temperature, top_p=top_p,
-                          max_tokens=max_tokens, greedy=greedy, seed=seed,
-                          max_history_pairs=max_history_pairs,
-                          context_tokens=context_tokens, label=label,
-                          model_options=model_options)

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling
+from clew.agents.lm.calls import call
 from clew.agents.memory import ReflectionMemory, text_hash
-from clew.agents.policy import derive_seed, lm_call
+from clew.agents.options import ReflectionOptions
 from clew.agents.prompts import (
     Context,
     contrast_messages,
@@ -42,8 +43,11 @@ from clew.agents.prompts import (
     value_contrast_messages,
     value_expectation_messages,
 )
+from clew.agents.seeds import derive_seed
 from clew.agents.usage import UsageByRole
 from clew.agents.value import scale_bounds
+
+DEFAULTS = ReflectionOptions()
 
 
 @dataclass
@@ -78,7 +82,7 @@ class TaskRecord:
     r_gt: float | None = None
     action_help: str = ""
     criteria: str = ""
-    success_threshold: float = 0.7
+    success_threshold: float = DEFAULTS.success_threshold
     task_key: str = ""                      # short task text for memory keys
 
     @property
@@ -168,18 +172,21 @@ class Reflector:
     """LM reflector: predict-then-contrast for the policy; expectation or judge critique for V."""
 
     kind = "lm"
+    uses_oracle = False
 
-    def __init__(self, lm: LanguageModel, temperature: float = 0.7, top_p: float = 0.9,
-                 max_tokens: int = 384, expect_window: int = 2, retries: int = 1,
+    def __init__(self, lm: LanguageModel, options: ReflectionOptions | None = None,
                  seed: int | None = None):
+        options = options or DEFAULTS
         self.lm = lm
-        self.sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
-        self.expect_window, self.retries, self.seed = expect_window, retries, seed
+        r = options.reflector
+        self.sampling = {"temperature": r.temperature, "top_p": r.top_p,
+                         "max_tokens": r.max_tokens}
+        self.expect_window, self.seed = options.policy.expect_window, seed
 
     async def _one(self, messages, usage: UsageByRole | None, *seed_parts) -> str:
         req = ChatRequest(messages, Sampling(n=1, seed=derive_seed(self.seed, *seed_parts),
                                              **self.sampling), role="reflection")
-        comps = await lm_call(self.lm, req, usage, self.retries, "reflection")
+        comps = await call(self.lm, req, usage)
         return comps[0].text.strip() if comps else ""
 
     async def reflect_policy(self, rec: TaskRecord, t: int, success: bool,
@@ -214,31 +221,6 @@ class Reflector:
 
 
 @dataclass
-class ReflectionConfig:
-    """``reflection`` section of spec_002 Appendix A."""
-
-    use_gt_success: bool = False
-    success_threshold: float = 0.7
-    policy_enabled: bool = True
-    policy_n_max: int = 3
-    policy_threshold: float = 0.5
-    value_enabled: bool = True
-    value_n_max: int = 1
-    value_threshold: float = 0.5
-    value_mode: str = "auto"          # auto | expectation | judge_critique
-    value_error: str = "forward"      # forward | paper
-    scale: str = "unit"
-
-    def resolve_mode(self, value_kind: str) -> str:
-        if self.value_mode == "auto":
-            return "judge_critique" if value_kind == "debate" else "expectation"
-        if self.value_mode not in ("expectation", "judge_critique"):
-            raise ValueError(f"reflection.value.mode must be auto|expectation|judge_critique, "
-                             f"got {self.value_mode!r}")
-        return self.value_mode
-
-
-@dataclass
 class ImprovementReport:
     r_est: int
     r_gt: float | None
@@ -253,18 +235,21 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
 
 
-async def improve(rec: TaskRecord, memory: ReflectionMemory | None, reflector: Reflector,
-                  cfg: ReflectionConfig, value_kind: str = "single",
+async def improve(rec: TaskRecord, memory: ReflectionMemory | None, reflector: Any,
+                  cfg: ReflectionOptions, value_method: str = "single", scale: str = "unit",
                   usage: UsageByRole | None = None) -> ImprovementReport:
-    """The improvement loop after one task (spec_002 §3.7): value reflections, then policy."""
+    """The improvement loop after one task: value reflections, then policy ones.
+
+    ``reflector`` is any :class:`~clew.agents.roles.Reflector`; ``value_method`` and ``scale``
+    are those of the agent's value function."""
     success = bool(rec.r_gt >= 1.0) if (cfg.use_gt_success and rec.r_gt is not None) \
         else bool(rec.r_est)
     used = {"kind": "gt" if cfg.use_gt_success else "est", "value": int(success)}
     report = ImprovementReport(rec.r_est, rec.r_gt, success)
-    if cfg.value_enabled:
-        mode = cfg.resolve_mode(value_kind)
-        scores = report.value_scores = value_error_scores(rec, success, cfg.scale, cfg.value_error)
-        for t in pick_top(scores, cfg.value_n_max, cfg.value_threshold):
+    if cfg.value.enabled:
+        mode = cfg.value.resolve_mode(value_method)
+        scores = report.value_scores = value_error_scores(rec, success, scale, cfg.value.error)
+        for t in pick_top(scores, cfg.value.n_max, cfg.value.threshold):
             text = await reflector.reflect_value(rec, t, success, mode, usage)
             if text is None:
                 continue
@@ -285,9 +270,9 @@ async def improve(rec: TaskRecord, memory: ReflectionMemory | None, reflector: R
             }
             if memory is None or memory.add("value", record):
                 report.value_written.append(record["dedup"])
-    if cfg.policy_enabled:
-        scores = report.policy_scores = policy_error_scores(rec, success, cfg.scale)
-        for t in pick_top(scores, cfg.policy_n_max, cfg.policy_threshold):
+    if cfg.policy.enabled:
+        scores = report.policy_scores = policy_error_scores(rec, success, scale)
+        for t in pick_top(scores, cfg.policy.n_max, cfg.policy.threshold):
             _, nxt, text = await reflector.reflect_policy(rec, t, success, usage)
             state = rec.observations[t]
             raw = rec.raws[t] or rec.actions[t]

@@ -1,7 +1,7 @@
 """Benchmark (a): framework overhead per search-tree node with a zero-latency model (issue 7).
 
-The plain MCTS agent of :mod:`clew.search.rmcts` (LM policy and single-agent value, spec_002
-§5.5) plays grid-map tasks through the episode runner, its model a zero-latency
+The plain MCTS agent (the ``mcts`` preset: LM policy and single-agent value,
+``docs/methods/baselines.md``) plays grid-map tasks through the episode runner, its model a zero-latency
 :class:`~clew.agents.lm.fake.FakeLM` that answers a legal-looking move to policy requests and a
 status code (never A, so no early path commit) to value requests. Everything that is not model
 time is framework time: prompts, sampling 20 completions per request and parsing them, merging,
@@ -23,10 +23,10 @@ from typing import ClassVar
 
 from clew.agents.lm.fake import FakeLM
 from clew.envs.suites import resolve
+from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
 from clew.search.mcts import MCTS, MCTSConfig
 from clew.search.nodes import Evaluation, Transition
-from clew.search.rmcts import make_mcts
 
 MOVES = ("up", "down", "left", "right")
 
@@ -50,8 +50,8 @@ async def agent_run(n_sims: int, steps: int, episodes: int) -> dict:
 
     t0 = time.perf_counter()
     for e in range(episodes):
-        agent = make_mcts(model="fake:unused", search={"n_simulations": n_sims,
-                                                       "branching_factor": 5})
+        agent = build_agent("mcts", model="fake:unused", search={"n_simulations": n_sims,
+                                                                 "branching_factor": 5})
         agent.policy.lm = lm
         agent.value.lm = lm
         await run_episode(agent, tasks[e % len(tasks)], key=f"bench-{e}", max_steps=steps,

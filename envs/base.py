@@ -74,11 +74,17 @@ class Observation:
 
 @dataclass
 class Step:
+    """What one ``step`` returned. ``done``: the task ended the episode (Gymnasium's
+    *terminated*); ``truncated``: an episode rule cut it (the step limit, the invalid streak,
+    the repeat rule; see :mod:`clew.envs.wrappers`), ``truncated_by`` naming the rule."""
+
     obs: Observation
     reward: float = 0.0
     done: bool = False
     valid: bool = True
     info: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
+    truncated_by: str | None = None
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
+from clew.eval.agents import build_agent, search_memory_dir
 from clew.eval.config import ConfigError, EvalConfig
 from clew.eval.provenance import clew_version, git_commit
 from clew.eval.rundir import RunDir
@@ -52,12 +52,11 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
     tasks = select_tasks(cfg)
     check_agent(cfg)
     run = RunDir(cfg.out or default_out(cfg))
-    if cfg.agent.startswith("rmcts"):
+    if search_memory_dir(cfg.agent, cfg.agent_options):
         # Reflection memory lives in the run directory unless the config names another store
         # (DESIGN §3); a resumed run keeps learning from the same memory.
         memory = cfg.agent_options.setdefault("memory", {})
-        if isinstance(memory, dict) and memory.get("enabled", True):
-            memory.setdefault("dir", str(run.path / "memory"))
+        memory["dir"] = str(run.path / "memory")
     record = cfg.model_dump()
     record["out"] = str(run.path)
     record["clew_version"] = clew_version()

@@ -108,7 +108,6 @@ async def run_episode(
     limit = max_steps or DEFAULT_MAX_STEPS
     env = make_for(task, **(env_options or {}))
     episode = Episode(task, env, env.reset(task), key or episode_key(task, 0))
-    episode.max_steps = limit
     # Snapshots only for agents that may backtrack: other agents should not pay for them.
     keep_snaps = env.flags.supports_backtrack and getattr(agent, "backtracks", False)
     snapshots = {0: env.snapshot()} if keep_snaps else {}
@@ -187,6 +186,7 @@ def _record(agent: Agent, episode: Episode, env: Env, stopped_by: str, wall: flo
             "stopped_by": stopped_by,
             "charged_simulation": episode.charged,
             "peeked_states": episode.peeked_states(),
+            **({} if episode.success_est is None else {"success_est": episode.success_est}),
         },
         "wall_s": round(wall, 4),
     }
