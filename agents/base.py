@@ -102,6 +102,9 @@ class Episode:
     def simulator(self) -> Env:
         """A copy of the real env at its current state; its steps are logged as simulated.
 
+        The runner's env carries the episode rules (:class:`~clew.envs.wrappers.EpisodeRules`),
+        so the copy follows them from the same history and its steps say when a path is cut.
+
         With ``flags.simulation_mode == "charged"`` (budgeted oracle-query tasks, spec_002 §9
         D2) every simulated query the real env has not answered yet is also asked for real:
         charged to the budget and recorded as an executed step, so the search cannot read the

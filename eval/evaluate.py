@@ -18,7 +18,7 @@ MAX_TASK_ROWS = 12  # summaries list tasks one by one for suites this small
 
 # Fields that must not change when a run is resumed.
 RESUME_KEYS = ("agent", "agent_options", "suite", "repeats", "env_options", "max_steps",
-               "max_invalid_streak", "shard", "limit")
+               "max_invalid_streak", "repeat_limit", "shard", "limit")
 
 
 def default_out(cfg: EvalConfig) -> str:
@@ -65,7 +65,8 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
     counts = asyncio.run(run_suite(
         lambda: build_agent(cfg.agent, **cfg.agent_options), tasks, run,
         repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
-        max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak, progress=progress,
+        max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak,
+        repeat_limit=cfg.repeat_limit, progress=progress,
     ))
     agg = finalize(run)
     agg["counts"] = counts

@@ -4,11 +4,11 @@
 concurrently (asyncio, ``concurrency`` at once), appends each finished episode to the run
 directory as soon as it ends, and skips finished ones on resume.
 
-Early-stop rules before each decision (spec_002 §0.5): the step limit; ``max_invalid_streak``
-invalid actions in a row (``None`` = the env's own ``max_invalid_streak`` attribute, 3 unless the
-env's spec has its own invalid-action rule; ``0`` turns it off); five identical actions in a row
-for envs whose ``flags.repeat_rule_applies``. A rule that fires ends the episode with
-``outcome.stopped_by`` naming it.
+The episode rules (the step limit, ``max_invalid_streak`` invalid actions in a row, the repeat
+rule) are the :class:`~clew.envs.wrappers.EpisodeRules` wrapper around the env: ``None`` follows
+what the env declares, ``0`` turns a rule off. A rule that fires ends the episode with
+``outcome.stopped_by`` naming it; search agents simulate in a copy of the same wrapped env, so
+their trees stop where the runner would.
 
 BACKTRACK (spec_002 §6.10): an agent returns ``Decision(action="backtrack S<k>",
 info={"backtrack": k})``; the runner restores the snapshot of state ``k`` on the current path with
@@ -38,6 +38,7 @@ from clew.agents.base import Agent, Decision, Episode
 from clew.agents.lm.base import LMError
 from clew.envs.base import Env, Observation, Step, Task
 from clew.envs.registry import make_for
+from clew.envs.wrappers import EpisodeRules
 from clew.eval.metrics import score_episode
 from clew.eval.rundir import RunDir
 
@@ -52,7 +53,8 @@ def episode_key(task: Task, repeat: int) -> str:
     return f"{task.id}#{repeat}"
 
 
-def _backtrack(env: Env, episode: Episode, snapshots: dict[int, Any], target: Any) -> Step:
+def _backtrack(env: EpisodeRules, episode: Episode, snapshots: dict[int, Any],
+               target: Any) -> Step:
     try:
         k = int(target)
     except (TypeError, ValueError):
@@ -81,18 +83,6 @@ def _flush_trees(episode: Episode, on_tree: Callable[[int, dict[str, Any]], None
     episode.trees.clear()
 
 
-def _stop_rule(episode: Episode, env: Env, max_steps: int, max_invalid_streak: int | None):
-    steps = episode.steps
-    if len(steps) >= max_steps:
-        return "max_steps"
-    if max_invalid_streak and len(steps) >= max_invalid_streak and not any(
-            s.valid for s in steps[-max_invalid_streak:]):
-        return "invalid_streak"
-    if env.flags.repeat_rule_applies and len(steps) >= 5 and len({s.action for s in steps[-5:]}) == 1:
-        return "repeated_action"
-    return None
-
-
 async def run_episode(
     agent: Agent,
     task: Task,
@@ -101,30 +91,30 @@ async def run_episode(
     env_options: dict[str, Any] | None = None,
     max_steps: int | None = None,
     max_invalid_streak: int | None = None,
+    repeat_limit: int | None = None,
     on_tree: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Play one episode; return its record (what ``episodes.jsonl`` holds)."""
     start = time.perf_counter()
-    limit = max_steps or DEFAULT_MAX_STEPS
-    env = make_for(task, **(env_options or {}))
+    env = EpisodeRules(make_for(task, **(env_options or {})), max_steps or DEFAULT_MAX_STEPS,
+                       max_invalid_streak, repeat_limit)
     episode = Episode(task, env, env.reset(task), key or episode_key(task, 0))
     # Snapshots only for agents that may backtrack: other agents should not pay for them.
     keep_snaps = env.flags.supports_backtrack and getattr(agent, "backtracks", False)
     snapshots = {0: env.snapshot()} if keep_snaps else {}
     next_id = 1
     stopped_by = None
-    if max_invalid_streak is None:
-        max_invalid_streak = getattr(env, "max_invalid_streak", 3)
     while not env.done:
-        stopped_by = _stop_rule(episode, env, limit, max_invalid_streak)
+        stopped_by = env.truncated_by
         if stopped_by:
             break
         charged_before = episode.charged
         decision = await agent.act(episode)
         if not isinstance(decision, Decision):
             decision = Decision(str(decision))
-        if env.done:  # charged simulation spent the budget during the search
+        if env.done or env.truncated_by:  # charged simulation spent the budget during the search
             _flush_trees(episode, on_tree)
+            stopped_by = env.truncated_by
             break
         # Only agents that simulate are charged; any other agent meets the env's own rule on
         # repeated queries.
@@ -136,7 +126,8 @@ async def run_episode(
                 break
             continue  # the search already asked (and paid for) the chosen query
         if "backtrack" in decision.info:
-            step = _backtrack(env, episode, snapshots, decision.info["backtrack"])
+            step = env.account(decision.action,
+                               _backtrack(env, episode, snapshots, decision.info["backtrack"]))
         else:
             step = env.step(decision.action)
             if step.valid:
@@ -236,6 +227,7 @@ async def run_suite(
     env_options: dict[str, Any] | None = None,
     max_steps: int | None = None,
     max_invalid_streak: int | None = None,
+    repeat_limit: int | None = None,
     progress: bool = True,
 ) -> dict[str, int]:
     """Play every (task, repeat) not yet finished in ``run``; return counts.
@@ -262,6 +254,7 @@ async def run_suite(
                 record = await run_episode(
                     agent_factory(), task, key=key, env_options=env_options,
                     max_steps=max_steps, max_invalid_streak=max_invalid_streak,
+                    repeat_limit=repeat_limit,
                     on_tree=lambda t, tree: run.write_tree(key, t, tree))
             except LMError as exc:
                 aborted = True
