@@ -17,37 +17,28 @@ from collections.abc import Sequence
 
 from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling
 from clew.agents.options import ValueOptions
-from clew.agents.parsing import parse_status
 from clew.agents.prompts import Context, argument_messages, judge_messages
 from clew.agents.seeds import derive_seed
 from clew.agents.usage import UsageByRole
-from clew.agents.value import ValueRecord, aggregate, config_hash, value_call
+from clew.agents.value import LMValueFunction, ValueRecord, value_call
 
 ORDERS = ("oppose_first", "support_first")
 
 
-class DebateValue:
+class DebateValue(LMValueFunction):
     """``evaluate(ctx) -> ValueRecord`` with ``record.debate`` holding both arguments and all
-    judge outputs (needed by value reflection §3.5 and EL assessments §6.7)."""
+    judge outputs (needed by value reflection and EL assessments)."""
 
-    kind = "lm"
     method = "debate"
-    uses_oracle = False
 
     def __init__(self, lm: LanguageModel, options: ValueOptions | None = None):
-        options = options or ValueOptions()
-        d = options.debate
-        self.lm = lm
+        super().__init__(lm, options)
+        d = self.options.debate
         self.argue = {"temperature": d.argue_temperature, "top_p": d.argue_top_p,
                       "max_tokens": d.argue_max_tokens}
         self.judge = {"temperature": d.judge_temperature, "top_p": d.judge_top_p,
                       "max_tokens": d.judge_max_tokens}
-        self.k = d.judge_samples_per_order
-        self.window, self.scale, self.parse_failure = d.window, options.scale, options.parse_failure
-
-    def config_hash(self) -> str:
-        return config_hash(["debate", self.argue, self.judge, self.k, self.window, self.scale,
-                            self.parse_failure, self.lm.spec])
+        self.k, self.window = d.judge_samples_per_order, d.window
 
     async def arguments(self, ctx: Context, usage: UsageByRole | None = None) -> tuple[str, str]:
         """(support, oppose), generated concurrently."""
@@ -66,12 +57,6 @@ class DebateValue:
         results = await asyncio.gather(*(value_call(self.lm, r, usage) for r in reqs))
         texts = [c.text for comps in results for c in comps]
         orders = [order for order, comps in zip(ORDERS, results) for _ in comps]
-        letters = [parse_status(t) for t in texts]
-        v, fails, all_failed = aggregate(letters, self.scale, self.parse_failure)
-        return ValueRecord(
-            v=v, kind="debate", samples=list(zip(letters, texts)), n_parse_fail=fails,
-            all_failed=all_failed,
-            debate={"support": support, "oppose": oppose, "judge_outputs": texts,
-                    "judge_orders": orders},
-            retrieved_reflection_ids=[str(r.get("id")) for r in reflections],
-            retrieved_scores=[float(r.get("score", 0.0)) for r in reflections])
+        return self.grade(texts, reflections,
+                          debate={"support": support, "oppose": oppose, "judge_outputs": texts,
+                                  "judge_orders": orders})

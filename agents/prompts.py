@@ -24,7 +24,7 @@ Decisions:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -153,15 +153,21 @@ def truncate_words(text: str, n: int = REFLECTION_MAX_WORDS) -> str:
 
 
 # --- policy (§8.1) -----------------------------------------------------------------------------
-def policy_reflection_block(refls: Sequence[dict[str, Any]]) -> str:
-    parts = ["REFLECTIONS (from other tasks; they may not apply directly):"]
+def reflection_block(header: str, refls: Sequence[dict[str, Any]],
+                     middle: Callable[[int, dict[str, Any]], str]) -> str:
+    """Numbered reflections under ``header``: objective, ``middle`` line, the reflection."""
+    parts = [header]
     for i, r in enumerate(refls, 1):
         if i > 1:
             parts.append("#####")
-        parts += [f"OBJECTIVE ({i}): {r.get('task_text', '')}",
-                  f"ATTEMPTED ACTION ({i}): {r.get('action_raw', '')}",
+        parts += [f"OBJECTIVE ({i}): {r.get('task_text', '')}", middle(i, r),
                   f"REFLECTION ({i}): {truncate_words(r.get('reflection', ''))}"]
     return "\n".join(parts)
+
+
+def policy_reflection_block(refls: Sequence[dict[str, Any]]) -> str:
+    return reflection_block("REFLECTIONS (from other tasks; they may not apply directly):", refls,
+                            lambda i, r: f"ATTEMPTED ACTION ({i}): {r.get('action_raw', '')}")
 
 
 def policy_messages(ctx: Context, reflections: Sequence[dict[str, Any]] = (),
@@ -254,14 +260,9 @@ def _final_turn(msgs: list[Message], ctx: Context) -> list[Message]:
 
 
 def value_reflection_block(refls: Sequence[dict[str, Any]]) -> str:
-    parts = ["REFLECTIONS (from evaluating other tasks; they may not apply directly):"]
-    for i, r in enumerate(refls, 1):
-        if i > 1:
-            parts.append("#####")
-        parts += [f"OBJECTIVE ({i}): {r.get('task_text', '')}",
-                  "(the agent's actions and the arguments of that case are omitted)",
-                  f"REFLECTION ({i}): {truncate_words(r.get('reflection', ''))}"]
-    return "\n".join(parts)
+    return reflection_block(
+        "REFLECTIONS (from evaluating other tasks; they may not apply directly):", refls,
+        lambda i, r: "(the agent's actions and the arguments of that case are omitted)")
 
 
 def sa_value_messages(ctx: Context, window: int, reflections: Sequence[dict] = (),

@@ -72,14 +72,9 @@ class ReActAgent(BaseAgent):
         if max_history is not None and max_history < 2:
             raise ValueError(f"react: max_history must be >= 2, got {max_history}")
         self.lm = load_model(model, **(model_options or {}))
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_tokens = max_tokens
-        self.variant = variant
-        self.seed = seed
-        self.history_window = history_window
-        self.max_history = max_history
-        self.answer_phrase = answer_phrase
+        self.sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+        self.variant, self.seed, self.answer_phrase = variant, seed, answer_phrase
+        self.history_window, self.max_history = history_window, max_history
         self.max_obs_chars = max_obs_chars
 
     # --- prompt --------------------------------------------------------------------------
@@ -129,9 +124,8 @@ class ReActAgent(BaseAgent):
         action = None
         attempt = 0
         for attempt in range(retries + 1):
-            request = ChatRequest(messages, Sampling(
-                n=1, temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
-                seed=self._seed(episode, attempt)), role="policy")
+            request = ChatRequest(messages, Sampling(n=1, seed=self._seed(episode, attempt),
+                                                     **self.sampling), role="policy")
             raw = (await call(self.lm, request, episode.usage))[0].text
             action = parse_action(env, raw, self.answer_phrase)
             if action is not None:

@@ -162,27 +162,49 @@ def config_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-# --- SA ----------------------------------------------------------------------------------------
-class SingleValue:
-    """Single-agent multiple-choice value function (``docs/methods/debate.md``)."""
+# --- LM value functions ------------------------------------------------------------------------
+class LMValueFunction:
+    """What the LM value functions share: the model, the scale, the parse-failure rule, and
+    grading samples into a :class:`ValueRecord`."""
 
     kind = "lm"
-    method = "single"
+    method = "lm"
     uses_oracle = False
 
     def __init__(self, lm: LanguageModel, options: ValueOptions | None = None):
-        options = options or ValueOptions()
-        single = options.single
+        self.options = options or ValueOptions()
         self.lm = lm
+        self.scale, self.parse_failure = self.options.scale, self.options.parse_failure
+
+    def config_hash(self) -> str:
+        section = getattr(self.options, self.method)
+        return config_hash([self.method, section.model_dump(), self.scale, self.parse_failure,
+                            self.lm.spec])
+
+    def grade(self, texts: Sequence[str], reflections: Sequence[dict],
+              **extra: Any) -> ValueRecord:
+        """The record of graded samples: mapped letters averaged on the scale."""
+        letters = [parse_status(t) for t in texts]
+        v, fails, all_failed = aggregate(letters, self.scale, self.parse_failure)
+        return ValueRecord(v=v, kind=self.method, samples=list(zip(letters, texts)),
+                           n_parse_fail=fails, all_failed=all_failed,
+                           retrieved_reflection_ids=[str(r.get("id")) for r in reflections],
+                           retrieved_scores=[float(r.get("score", 0.0)) for r in reflections],
+                           **extra)
+
+
+class SingleValue(LMValueFunction):
+    """Single-agent multiple-choice value function (``docs/methods/debate.md``)."""
+
+    method = "single"
+
+    def __init__(self, lm: LanguageModel, options: ValueOptions | None = None):
+        super().__init__(lm, options)
+        single = self.options.single
         self.n, self.window, self.use_rubric = single.n, single.window, single.rubric
         self.sampling = {"temperature": single.temperature, "top_p": single.top_p,
                          "max_tokens": single.max_tokens}
-        self.scale, self.parse_failure = options.scale, options.parse_failure
         self._rubrics: dict[str, str] = {}
-
-    def config_hash(self) -> str:
-        return config_hash(["single", self.n, self.window, self.use_rubric, self.sampling,
-                            self.scale, self.parse_failure, self.lm.spec])
 
     async def rubric(self, ctx: Context, reflections: Sequence[dict] = (),
                      usage: UsageByRole | None = None) -> str:
@@ -205,9 +227,4 @@ class SingleValue:
                           Sampling(n=self.n, seed=derive_seed(ctx.seed, "value"), **self.sampling),
                           role="value")
         comps = await value_call(self.lm, req, usage)
-        letters = [parse_status(c.text) for c in comps]
-        v, fails, all_failed = aggregate(letters, self.scale, self.parse_failure)
-        return ValueRecord(v=v, kind="single", samples=list(zip(letters, [c.text for c in comps])),
-                           n_parse_fail=fails, all_failed=all_failed, rubric=rubric,
-                           retrieved_reflection_ids=[str(r.get("id")) for r in reflections],
-                           retrieved_scores=[float(r.get("score", 0.0)) for r in reflections])
+        return self.grade([c.text for c in comps], reflections, rubric=rubric)

@@ -69,37 +69,21 @@ class Frontier(Protocol):
     def __len__(self) -> int: ...
 
 
-def _parent_value(edge: Edge) -> float:
-    v = edge.parent.value
-    return ROOT_PRIORITY if v is None else v
+class QueueFrontier:
+    """FIFO (BFS) or LIFO (DFS); ``reverse_push`` pushes siblings last-first, so a LIFO pops
+    the highest-prior child first. An edge's priority is its parent's value."""
 
-
-class FifoFrontier:
-    def __init__(self) -> None:
+    def __init__(self, lifo: bool = False, reverse_push: bool = False) -> None:
         self.edges: deque[Edge] = deque()
+        self.lifo, self.reverse_push = lifo, reverse_push
 
     def push(self, edges: list[Edge], priority: float) -> None:
-        self.edges.extend(edges)
+        self.edges.extend(reversed(edges) if self.reverse_push else edges)
 
     def pop(self) -> tuple[Edge, float]:
-        e = self.edges.popleft()
-        return e, _parent_value(e)
-
-    def __len__(self) -> int:
-        return len(self.edges)
-
-
-class LifoFrontier:
-    def __init__(self, prior_first: bool = True) -> None:
-        self.edges: list[Edge] = []
-        self.prior_first = prior_first
-
-    def push(self, edges: list[Edge], priority: float) -> None:
-        self.edges.extend(reversed(edges) if self.prior_first else edges)
-
-    def pop(self) -> tuple[Edge, float]:
-        e = self.edges.pop()
-        return e, _parent_value(e)
+        e = self.edges.pop() if self.lifo else self.edges.popleft()
+        v = e.parent.value
+        return e, (ROOT_PRIORITY if v is None else v)
 
     def __len__(self) -> int:
         return len(self.edges)
@@ -210,7 +194,7 @@ class BFS(_FrontierAlgorithm):
     Config = BFSConfig
 
     def frontier(self) -> Frontier:
-        return FifoFrontier()
+        return QueueFrontier()
 
 
 class DFS(_FrontierAlgorithm):
@@ -219,7 +203,7 @@ class DFS(_FrontierAlgorithm):
     Config = DFSConfig
 
     def frontier(self) -> Frontier:
-        return LifoFrontier(prior_first=self.config.dfs_order == "prior_first")
+        return QueueFrontier(lifo=True, reverse_push=self.config.dfs_order == "prior_first")
 
 
 class BestFirst(_FrontierAlgorithm):

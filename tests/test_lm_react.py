@@ -142,7 +142,7 @@ def test_seeds_are_deterministic_and_differ_per_step():
 def test_registered_as_react_with_a_spec_string():
     agent = build_agent("react", model="fake:Next action: ```right```", temperature=0.0,
                         max_tokens=32, variant="default", seed=3)
-    assert agent.kind == "lm" and agent.max_tokens == 32
+    assert agent.kind == "lm" and agent.sampling["max_tokens"] == 32
     rec = play(agent, line_task(0, length=2))
     assert rec["outcome"]["success"]
     with pytest.raises(ValueError, match="does not take option"):
