@@ -1,11 +1,11 @@
-"""Multi-agent debate (MAD) value function (spec_002 §2.3).
+"""Multi-agent debate (MAD) value function (docs/methods/debate.md).
 
 Per evaluated node: the *support* and *oppose* arguments are generated concurrently
 (``asyncio.gather``: two requests in flight at once, so a batching backend serves them together);
 then the judge runs in both orders (oppose first, support first), ``judge_samples_per_order``
 samples each, also concurrently. The six verdicts are mapped to the scale and averaged. Cost per
 node: 4 requests, 2 + 2·3 completions. Usage is recorded under roles ``debate`` (arguments) and
-``judge``. Retrieved value reflections go to the judge only (§4.3).
+``judge``. Retrieved value reflections go to the judge only.
 
 Failures follow :mod:`clew.agents.value`: :class:`ValueCallError` naming the role.
 """

@@ -34,7 +34,7 @@ class Proposal:
 
 def merge_samples(samples: Sequence[Proposal], b: int) -> list[Proposal]:
     """Merge by key, count, keep the top-b by count (stable: first appearance wins ties) and
-    renormalise priors over the kept ones (spec_002 §1.3 steps 4–6)."""
+    renormalise priors over the kept ones (docs/methods/mcts.md)."""
     merged: dict[str, Proposal] = {}
     for s in samples:
         if s.action is None:

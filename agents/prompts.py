@@ -1,11 +1,12 @@
-"""Role prompts of the search agents (spec_002 §8), in one place, plus the context they render.
+"""Role prompts of the search agents (docs/methods/rmcts.md#policy-prompt), in one place, plus
+the context they render.
 
 Every prompt puts the shared prefix first — the role system text, the env's instructions and
 action grammar, then the task and the trajectory — so vLLM's prefix cache hits across the
-samples of a node, the nodes of a tree and the roles of a step (DESIGN §5 "Fast where it matters").
+samples of a node, the nodes of a tree and the roles of a step (docs/architecture.md).
 Variable material (reflections, the grading instruction, arguments) goes at the end.
 
-Wording is ours (spec_002 §8: content and structure are specified, wording is free).
+Wording is ours: content and structure follow the methods, the words do not.
 ``PROMPTS_VERSION`` is logged with every tree and run.
 
 Decisions:
@@ -14,10 +15,10 @@ Decisions:
   The success criteria shown to value roles come from ``env.instructions("criteria")`` when the
   env answers it with a different text, else a generic paragraph covering clew's task kinds.
 * Memory keys use ``task_key``, a short form of the task (the first sentences of the
-  instructions, at most 40 words): MiniLM reads only 256 word pieces and keys put the task first
-  (§4.1), so a long instruction text would push the observation out of the embedding.
+  instructions, at most 40 words): MiniLM reads only 256 word pieces and keys put the task
+  first, so a long instruction text would push the observation out of the embedding.
 * In-context examples come from an optional ``env.prompt_examples()`` ([(user, assistant)]), shown
-  while the trajectory has fewer than 2 actions (§8.1); envs without it get none.
+  while the trajectory has fewer than 2 actions; envs without it get none.
 * Answers are read by :mod:`clew.agents.parsing` (one module for every role).
 """
 
@@ -73,7 +74,7 @@ class Context:
                        final_action=final_action, final_raw=final_raw, env=env, seed=seed)
 
     def memory_key(self) -> str:
-        """Memory key "Task + Observation" (spec_002 §3.6, §4.3; uniform key form, D27)."""
+        """Memory key "Task + Observation" (docs/methods/reflection-memory.md)."""
         key = f"Task: {self.task_key or self.task}\nObservation:\n{self.obs}"
         if self.final_action is not None:
             key += f"\nAction:\n{self.final_action}"
@@ -147,12 +148,13 @@ def short_task(text: str, max_words: int = 40) -> str:
 
 
 def truncate_words(text: str, n: int = REFLECTION_MAX_WORDS) -> str:
-    """Cheap token cap (words), used for reflections in prompts (spec_002 §4.3: 128 tokens)."""
+    """Cheap token cap (words), for reflections in prompts
+    (docs/methods/reflection-memory.md#injection-into-prompts)."""
     words = text.split()
     return text if len(words) <= n else " ".join(words[:n]) + " ..."
 
 
-# --- policy (§8.1) -----------------------------------------------------------------------------
+# --- policy ----------------------------------------------------------------------------------
 def reflection_block(header: str, refls: Sequence[dict[str, Any]],
                      middle: Callable[[int, dict[str, Any]], str]) -> str:
     """Numbered reflections under ``header``: objective, ``middle`` line, the reflection."""
@@ -172,7 +174,7 @@ def policy_reflection_block(refls: Sequence[dict[str, Any]]) -> str:
 
 def policy_messages(ctx: Context, reflections: Sequence[dict[str, Any]] = (),
                     icl_max_history_actions: int = 2) -> list[Message]:
-    """Policy prompt: system, examples (short histories), the replayed trajectory (§8.1)."""
+    """Policy prompt: system, examples (short histories), the replayed trajectory."""
     msgs: list[Message] = [{"role": "system",
                             "content": _policy_system(ctx, bool(reflections))}]
     if len(ctx.actions) < icl_max_history_actions:
@@ -194,7 +196,7 @@ def policy_messages(ctx: Context, reflections: Sequence[dict[str, Any]] = (),
     return msgs
 
 
-# --- value: replay (§2.1) ----------------------------------------------------------------------
+# --- value: replay ---------------------------------------------------------------------------
 SA_CODES = (
     "A: the task is already accomplished (the required state has been reached, or a correct "
     "final answer was given); nothing more is needed.\n"
@@ -267,7 +269,7 @@ def value_reflection_block(refls: Sequence[dict[str, Any]]) -> str:
 
 def sa_value_messages(ctx: Context, window: int, reflections: Sequence[dict] = (),
                       rubric: str | None = None) -> list[Message]:
-    """Single-agent grading prompt (spec_002 §8.4)."""
+    """Single-agent grading prompt (docs/methods/rmcts.md)."""
     msgs = _final_turn(replay_messages(ctx, window), ctx)
     tail = []
     if reflections:
@@ -285,7 +287,7 @@ def sa_value_messages(ctx: Context, window: int, reflections: Sequence[dict] = (
 
 
 def rubric_messages(ctx: Context, reflections: Sequence[dict] = ()) -> list[Message]:
-    """Rubric prompt (spec_002 §8.4): at most four yes/no checks between markers."""
+    """Rubric prompt (docs/methods/rmcts.md): at most four yes/no checks between markers."""
     text = (f"TASK: {ctx.task}\nINITIAL OBSERVATION:\n{ctx.observations[0]}\n\n")
     if reflections:
         text += value_reflection_block(reflections) + "\n\n"
@@ -295,7 +297,7 @@ def rubric_messages(ctx: Context, reflections: Sequence[dict] = ()) -> list[Mess
     return [{"role": "system", "content": value_system(ctx)}, {"role": "user", "content": text}]
 
 
-# --- debate (§8.5, §8.6) -----------------------------------------------------------------------
+# --- debate ----------------------------------------------------------------------------------
 SUPPORT = ("Argue, with the strongest specific evidence available, that the agent has already "
            "succeeded or is heading toward success: a final answer that looks right, every stated "
            "requirement satisfied, only one step left. Having reached the relevant object, room "
@@ -309,7 +311,7 @@ OPPOSE = ("Argue, with the strongest specific evidence available, that the agent
 
 
 def argument_messages(ctx: Context, side: str, window: int) -> list[Message]:
-    """Support or oppose argument prompt (spec_002 §8.5)."""
+    """Support or oppose argument prompt (docs/methods/rmcts.md)."""
     if side not in ("support", "oppose"):
         raise ValueError(f"debate side must be support|oppose, got {side!r}")
     msgs = _final_turn(replay_messages(ctx, window), ctx)
@@ -320,7 +322,7 @@ def argument_messages(ctx: Context, side: str, window: int) -> list[Message]:
 
 def judge_messages(ctx: Context, support: str, oppose: str, order: str, window: int,
                    reflections: Sequence[dict] = ()) -> list[Message]:
-    """Judge prompt (spec_002 §8.6); ``order`` is ``oppose_first`` or ``support_first``."""
+    """Judge prompt (docs/methods/rmcts.md); ``order`` is ``oppose_first`` or ``support_first``."""
     msgs = _final_turn(replay_messages(ctx, window), ctx)
     pro = f"REASONS THE AGENT IS ON TRACK:\n{support}"
     con = f"REASONS THE AGENT IS NOT ON TRACK:\n{oppose}"
@@ -339,14 +341,14 @@ def judge_messages(ctx: Context, support: str, oppose: str, order: str, window: 
     return [{"role": "system", "content": value_system(ctx, with_grammar=True)}] + msgs
 
 
-# --- policy reflection (§8.2, §8.3) ------------------------------------------------------------
+# --- policy reflection -----------------------------------------------------------------------
 def _agent_role(ctx: Context) -> str:
     return ("You are an autonomous agent that solves tasks in a text environment by issuing "
             f"actions.\n\nENVIRONMENT:\n{ctx.task}\n\nACTIONS:\n{ctx.action_help}")
 
 
 def expectation_messages(ctx: Context, t: int, window: int) -> list[Message]:
-    """Call 1 of policy reflection: what do you expect right after a_t? (spec_002 §8.2)."""
+    """Call 1 of policy reflection: what do you expect right after a_t? (docs/methods/rmcts.md)."""
     lo = max(0, t - window)
     lines = [f"TASK: {ctx.task}"]
     for i in range(lo, t):
@@ -361,7 +363,7 @@ def expectation_messages(ctx: Context, t: int, window: int) -> list[Message]:
 
 def contrast_messages(ctx: Context, t: int, expectation: str, next_obs: str,
                       success: bool) -> list[Message]:
-    """Call 2 of policy reflection: contrast expectation and reality (spec_002 §8.3)."""
+    """Call 2 of policy reflection: contrast expectation and reality (docs/methods/rmcts.md)."""
     earlier = "\n".join(f"{i + 1}. {ctx.raws[i] or ctx.actions[i]}" for i in range(t)) or "(none)"
     return [
         {"role": "system", "content": _agent_role(ctx)},
@@ -383,7 +385,7 @@ def pseudo_outcome_observation(success: bool) -> str:
             "The task was evaluated as failed.")
 
 
-# --- value reflection (§8.8) -------------------------------------------------------------------
+# --- value reflection ------------------------------------------------------------------------
 def value_expectation_messages(ctx: Context, final: bool, window: int = 2) -> list[Message]:
     """Expectation mode, call 1: what should the agent do next (or how did it do)?"""
     msgs = _final_turn(replay_messages(ctx, window), ctx)
@@ -409,7 +411,8 @@ def value_contrast_messages(ctx: Context, final: bool, expectation: str, later_a
 
 def judge_critique_messages(ctx: Context, support: str, oppose: str, success: bool,
                             window: int = 4) -> list[Message]:
-    """Judge-critique mode (spec_002 §3.5): a deliberately flipped conclusion to correct."""
+    """Judge-critique mode (docs/methods/reflection-memory.md#value-reflection): a deliberately
+    flipped conclusion to correct."""
     msgs = _final_turn(replay_messages(ctx, window), ctx)
     wrong = ("Conclusion: the agent is making good progress and will succeed." if not success else
              "Conclusion: the agent is making poor progress and will fail.")

@@ -1,4 +1,4 @@
-"""ReAct: reason, then act, one completion per step (spec_002 §5.2, prompt §8.1).
+"""ReAct: reason, then act, one completion per step (docs/methods/baselines.md).
 
 Built on the Env API only, so it runs on every environment:
 
@@ -6,11 +6,12 @@ Built on the Env API only, so it runs on every environment:
   instructions already contain it). The environment owns the task text, the action grammar and
   the answer format; this module writes no env-specific prompt.
 * **user turns**: the observation text at each decision, verbatim as sent.
-* **assistant turns**: the raw completions that produced each executed action (§0.5, §8.1).
+* **assistant turns**: the raw completions that produced each executed action.
 * **history**: every earlier (observation, completion) pair by default; an env may declare
   ``history_window = q`` (keep the last q pairs), and the ``history_window`` option overrides
   both. An env that manages its own chat memory hands it out as ``obs.info["chat_history"]``
-  (chat messages; TextMiniGrid's last q = 5 decision steps, spec_004 §3.5, or an empty list when
+  (chat messages; TextMiniGrid's last q = 5 decision steps, docs/methods/envs.md#textminigrid,
+  or an empty list when
   its memory is written into the observation text): that list is then the history, verbatim.
 * **in-context examples**: the env's ``prompt_examples()`` (user, assistant) pairs precede the
   history while fewer than 2 actions were taken.
@@ -28,9 +29,9 @@ its own rule for invalid actions (it never raises), and the episode records it a
 goes to ``episode.usage`` under role ``"policy"``. ``LMError`` (a dead server) propagates to the
 runner, which keeps the episodes already finished.
 
-Decision: the context-overflow elision of §8.1 (keep the first 2 and last 6 pairs) is not applied
-automatically, since the agent does not know the model's context; ``max_history`` turns it on
-(keep the first 2 and the last ``max_history - 2`` pairs).
+Decision: the context-overflow elision of the policy prompt (keep the first 2 and last 6 pairs)
+is not applied automatically, since the agent does not know the model's context;
+``max_history`` turns it on (keep the first 2 and the last ``max_history - 2`` pairs).
 """
 
 from __future__ import annotations

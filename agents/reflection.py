@@ -1,24 +1,25 @@
-"""Contrastive reflection: error attribution, policy and value reflection (spec_002 §3).
+"""Contrastive reflection: error attribution, policy and value reflection
+(docs/methods/reflection-memory.md, docs/methods/rmcts.md#error-attribution).
 
 At task end the agent builds a :class:`TaskRecord` (executed trajectory + the statistics of each
 executed edge in the tree that chose it), scores every step by how much the value function's
 instant judgement and the search's judgement disagreed, and writes a reflection for the most
-surprising steps: value first, then policy (§3.7).
+surprising steps: value first, then policy.
 
 Decisions:
 
-* Success without labels (§3.2): ``r_est = 1`` iff mean executed Q > ``success_threshold`` (0.7);
+* Success without labels: ``r_est = 1`` iff mean executed Q > ``success_threshold``;
   ``use_gt_success=False`` by default; both r_est and r_gt are recorded.
 * Outcome anchors use the value scale's own bounds: 1 for success, 0 (unit) / −1 (signed) for
-  failure, for both error scores (D28).
-* ``value_error="forward"`` (the code, D8): e_V[o_{t+1}] = |Vn_t − Q_{t+1}|, the last state against
+  failure, for both error scores.
+* ``value_error="forward"`` (the code): e_V[o_{t+1}] = |Vn_t − Q_{t+1}|, the last state against
   the outcome anchor; ``"paper"``: |Vn_t − Q_t|.
 * Excluded steps (score −inf): NONE actions (nothing parsed), invalid actions, runner-inserted
-  stops, steps without tree statistics. Selection masks by index, never mutates the record (§3.3).
-* Expected transition (call 1) sees the task and the last ``expect_window`` = 2 executed pairs
-  (D26). Value reflection ``mode="auto"``: ``judge_critique`` for the debate value function,
-  ``expectation`` otherwise (D7); judge-critique skips steps without debate data.
-* Keys (§3.6, D27): ``"Task: {g}\\nObservation:\\n{o}"`` for both memories, plus the final action
+  stops, steps without tree statistics. Selection masks by index, never mutates the record.
+* Expected transition (call 1) sees the task and the last ``expect_window`` executed pairs.
+  Value reflection ``mode="auto"``: ``judge_critique`` for the debate value function,
+  ``expectation`` otherwise; judge-critique skips steps without debate data.
+* Keys: ``"Task: {g}\\nObservation:\\n{o}"`` for both memories, plus the final action
   when the reflected item is a final action. Dedup hashes as in the code.
 """
 
@@ -52,7 +53,7 @@ DEFAULTS = ReflectionOptions()
 
 @dataclass
 class StepStat:
-    """Statistics of one executed action, from the tree that chose it (spec_002 §3.1)."""
+    """Statistics of one executed action, from the tree that chose it."""
 
     q: float | None = None
     n: int = 0
@@ -71,7 +72,7 @@ class StepStat:
 
 @dataclass
 class TaskRecord:
-    """Executed trajectory with per-step edge statistics (spec_002 §3.1)."""
+    """Executed trajectory with per-step edge statistics."""
 
     task_id: str
     task_text: str
@@ -105,7 +106,7 @@ class TaskRecord:
         return ctx
 
 
-# --- error attribution (§3.3) ------------------------------------------------------------------
+# --- error attribution -----------------------------------------------------------------------
 NEG_INF = -math.inf
 
 
@@ -129,7 +130,8 @@ def policy_error_scores(rec: TaskRecord, success: bool, scale: str = "unit") -> 
 
 def value_error_scores(rec: TaskRecord, success: bool, scale: str = "unit",
                        mode: str = "forward") -> list[float]:
-    """Score of the state reached by action t, o_{t+1}, at index t (spec_002 §3.3)."""
+    """Score of the state reached by action t, o_{t+1}, at index t
+    (docs/methods/rmcts.md#error-attribution)."""
     if mode not in ("forward", "paper"):
         raise ValueError(f"reflection.value.error must be forward|paper, got {mode!r}")
     T = len(rec.stats)
@@ -167,7 +169,7 @@ def pick_top(scores: Sequence[float], n_max: int, threshold: float) -> list[int]
     return chosen
 
 
-# --- the reflector (§3.4, §3.5) ----------------------------------------------------------------
+# --- the reflector ---------------------------------------------------------------------------
 class Reflector:
     """LM reflector: predict-then-contrast for the policy; expectation or judge critique for V."""
 

@@ -1,4 +1,4 @@
-"""Token usage per LM role, aggregated per call, episode and run (DESIGN §2, spec_002 §7.3)."""
+"""Token usage per LM role, aggregated per call, episode and run (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Single-agent value function, value scale and parsing, caching (spec_002 §2.1, §2.2, §2.4, §2.5).
+"""Value scales, value records and their cache, and the LM value functions: the shared base and
+the single-agent one (docs/methods/debate.md; the debate value is :mod:`clew.agents.debate`).
 
 A value function maps a :class:`~clew.agents.prompts.Context` (task + trajectory to a node) to a
 :class:`ValueRecord` whose ``v`` lies on the configured scale. The single-agent (SA) function asks
@@ -6,13 +7,13 @@ one request with ``n`` samples for a status code A–E and averages the mapped l
 
 Decisions:
 
-* ``scale="unit"`` by default (D3); ``"signed"`` for parity with the R-MCTS_MAD code.
-* ``parse_failure="skip"`` (D4): unparseable samples are left out of the mean; if all fail, v = 0
+* ``scale="unit"`` by default; ``"signed"`` for parity with the R-MCTS_MAD code.
+* ``parse_failure="skip"``: unparseable samples are left out of the mean; if all fail, v = 0
   and the record is flagged ``all_failed``; ``"zero"`` counts them as 0 (code parity).
-* ``rubric=True`` (D31): one rubric request per task (cached per task text and reflection ids),
+* ``rubric=True``: one rubric request per task (cached per task text and reflection ids),
   temperature 0 without reflections and 0.7 with; grading at the paper's 1.0 / 0.95.
 * Value reflections go into the grading prompt and into the rubric prompt (``sa_refl_target``
-  "both", D27).
+  "both").
 * Failures: a request the backend gives up on raises :class:`ValueCallError` naming the role
   (retrying transport failures is the backend's job, :mod:`clew.agents.lm.calls`). A value is
   never silently 0 because of an error.
@@ -54,14 +55,14 @@ async def value_call(lm: LanguageModel, request: ChatRequest,
 
 
 def scale_bounds(scale: str) -> tuple[float, float]:
-    """(failure anchor, success anchor) of a scale (spec_002 §3.3, D28)."""
+    """(failure anchor, success anchor) of a scale (docs/methods/rmcts.md#error-attribution)."""
     if scale not in SCALES:
         raise ValueError(f"value.scale must be one of {', '.join(SCALES)}, got {scale!r}")
     return (-1.0 if scale == "signed" else 0.0), 1.0
 
 
 def aggregate(letters: Sequence[str | None], scale: str, parse_failure: str) -> tuple[float, int, bool]:
-    """Mean mapped value; returns (v, n_parse_fail, all_failed) (spec_002 §2.1)."""
+    """Mean mapped value; returns (v, n_parse_fail, all_failed) (docs/methods/debate.md)."""
     if parse_failure not in ("skip", "zero"):
         raise ValueError(f"value.parse_failure must be skip|zero, got {parse_failure!r}")
     table = SCALES[scale]
@@ -76,7 +77,7 @@ def aggregate(letters: Sequence[str | None], scale: str, parse_failure: str) -> 
 
 @dataclass
 class ValueRecord:
-    """What one evaluation produced (spec_002 §2.1); JSON-able via ``to_dict``."""
+    """What one evaluation produced (docs/methods/debate.md); JSON-able via ``to_dict``."""
 
     v: float
     kind: str = "single"
@@ -106,7 +107,7 @@ class ValueRecord:
         }
 
     def rationales(self) -> list[tuple[str | None, str]]:
-        """(letter, "Thoughts" text) pairs, for EL assessments (spec_002 §6.7)."""
+        """(letter, "Thoughts" text) pairs, for EL assessments."""
         return [(letter, parse_thoughts(text)) for letter, text in self.samples]
 
 
@@ -121,9 +122,9 @@ def _copy(x: Any) -> Any:
     return x
 
 
-# --- caching (§2.4) ----------------------------------------------------------------------------
+# --- caching ---------------------------------------------------------------------------------
 class ValueCache:
-    """ValueRecords of identical states within one task (spec_002 §2.4, D-cache).
+    """ValueRecords of identical states within one task (docs/methods/debate.md).
 
     Key = sha256(task id ‖ canonical actions ‖ final observation ‖ final action ‖ value-config
     hash ‖ ids of the injected reflections).

@@ -1,4 +1,4 @@
-"""Agents by name, for ``clew eval --agent NAME`` (DESIGN §2, §4).
+"""Agents by name, for ``clew eval --agent NAME`` (docs/architecture.md).
 
 A name is either a factory or a preset:
 

@@ -1,4 +1,5 @@
-"""Run configuration: YAML + ``key=value`` overrides, validated before any work (DESIGN §4).
+"""Run configuration: YAML + ``key=value`` overrides, validated before any work
+(docs/architecture.md).
 
 Errors name the field: ``config error: concurrency: Input should be greater than 0``.
 """

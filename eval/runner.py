@@ -1,4 +1,4 @@
-"""The episode runner (DESIGN §2–3, spec_002 §0.5): agents act, envs step, records land on disk.
+"""The episode runner (docs/architecture.md): agents act, envs step, records land on disk.
 
 ``run_episode`` plays one task with one agent and returns its record. ``run_suite`` plays many
 concurrently (asyncio, ``concurrency`` at once), appends each finished episode to the run
@@ -10,13 +10,15 @@ what the env declares, ``0`` turns a rule off. A rule that fires ends the episod
 ``outcome.stopped_by`` naming it; search agents simulate in a copy of the same wrapped env, so
 their trees stop where the runner would.
 
-BACKTRACK (spec_002 §6.10): an agent returns ``Decision(action="backtrack S<k>",
+BACKTRACK (docs/methods/exploratory-learning.md#backtrack-turns): an agent returns
+``Decision(action="backtrack S<k>",
 info={"backtrack": k})``; the runner restores the snapshot of state ``k`` on the current path with
 ``keep_clock=True``, cuts the path back to it and charges one step (recorded as an executed
 interaction). A target that is not on the path, or an env without ``supports_backtrack``, makes
 an invalid step that changes nothing.
 
-Charged simulation (spec_002 §9 D2, ``flags.simulation_mode == "charged"``): a search agent's new
+Charged simulation (``flags.simulation_mode == "charged"``,
+docs/methods/mcts.md#free-and-charged-simulation): a search agent's new
 simulated queries are asked for real while it searches (``Episode.charge``) and appear among the
 executed steps; the query it then commits is not asked twice when the search already paid for it.
 A search that charges nothing new and commits a known query ends the episode
@@ -138,7 +140,7 @@ async def run_episode(
         episode.record(decision, step)
         _flush_trees(episode, on_tree)
         if decision.info.get("end_episode") and not env.done:
-            stopped_by = "agent_ended"  # e.g. R-MCTS commit_path_and_end (spec_002 D6)
+            stopped_by = "agent_ended"  # e.g. episode.on_value_one = commit_path_and_end
             break
     # Agents may finish asynchronously (R-MCTS writes its reflections here): wait, so their
     # token usage is in the record and nothing is cancelled when the loop closes.

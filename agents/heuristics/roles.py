@@ -1,4 +1,4 @@
-"""Heuristic search roles for machines without a model (issue 5, DESIGN §5 "Embedded defaults").
+"""Heuristic search roles for machines without a model (docs/methods/baselines.md#heuristic-roles).
 
 * :class:`HeuristicPolicy` proposes the env's legal actions with priors: ``uniform`` (equal priors,
   legal order), ``sampled`` (frequencies of ``n`` uniform draws, like an LM's sampling noise), or
