@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-ROLES = ("policy", "value", "debate", "judge", "reflection", "simulate", "other")
-
 
 @dataclass
 class Usage:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from clew.agents.lm.base import ChatRequest, LMError, Sampling
-from clew.agents.lm.calls import call, call_many
+from clew.agents.lm.calls import call
 from clew.agents.lm.fake import FakeLM
 from clew.agents.usage import UsageByRole
 
@@ -27,19 +27,6 @@ def test_call_records_prompt_once_and_completions_summed_by_role():
     assert (policy.prompt_tokens, policy.completion_tokens, policy.calls) == (3, 6, 1)
     assert (value.prompt_tokens, value.completion_tokens, value.calls) == (2, 1, 1)
     assert episode.usage.total().total_tokens == 3 + 6 + 2 + 1
-
-
-def test_call_many_is_concurrent_and_records_each_request():
-    lm = FakeLM(lambda req, i: f"r{i}", latency=0.2)
-    episode = SimpleNamespace(usage=UsageByRole())
-    reqs = [_req("x", role="debate"), _req("y", role="debate"), _req("z", role="judge")]
-    loop = asyncio.new_event_loop()
-    start = loop.time()
-    out = loop.run_until_complete(call_many(lm, reqs, episode.usage))
-    elapsed = loop.time() - start
-    loop.close()
-    assert len(out) == 3 and elapsed < 0.5  # three 0.2 s calls overlapped
-    assert episode.usage["debate"].calls == 2 and episode.usage["judge"].calls == 1
 
 
 def test_call_without_usage_and_script_errors():

@@ -10,8 +10,6 @@ propagates with its traceback.
 
 from __future__ import annotations
 
-import asyncio
-
 from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, request_usage
 from clew.agents.usage import UsageByRole
 
@@ -23,9 +21,3 @@ async def call(lm: LanguageModel, request: ChatRequest,
     if usage is not None:
         usage.record(request.role, request_usage(completions))
     return completions
-
-
-async def call_many(lm: LanguageModel, requests: list[ChatRequest],
-                    usage: UsageByRole | None = None) -> list[list[Completion]]:
-    """Several requests in flight at once (e.g. the two debaters), each one recorded."""
-    return list(await asyncio.gather(*(call(lm, r, usage) for r in requests)))
