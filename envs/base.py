@@ -91,11 +91,17 @@ class Observation:
 
 @dataclass
 class Step:
+    """What one ``step`` returned. ``done``: the task ended the episode (Gymnasium's
+    *terminated*); ``truncated``: an episode rule cut it (the step limit, the invalid streak,
+    the repeat rule; see :mod:`clew.envs.wrappers`), ``truncated_by`` naming the rule."""
+
     obs: Observation
     reward: float = 0.0
     done: bool = False
     valid: bool = True
     info: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
+    truncated_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,8 +141,7 @@ class Env(ABC):
     #: an answer, before it sends the raw text as the action.
     parse_retries: int = 0
 
-    #: The runner stops an episode after this many invalid actions in a row (spec_002 §0.5
-    #: rule 2); ``None`` for envs whose own spec says how invalid actions count.
+    #: The runner stops an episode after this many invalid actions in a row (docs/methods/envs.md#episode-rules); ``None`` for envs whose own spec says how invalid actions count.
     max_invalid_streak: ClassVar[int | None] = 3
 
     task: Task | None = None

@@ -92,10 +92,12 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    from clew.eval.agents import AGENTS
+    from clew.eval.agents import AGENTS, load_preset, preset_names
 
     for name, path in sorted(AGENTS.items()):
         print(f"{name:24s} {path}")
+    for name in preset_names():
+        print(f"{name:24s} preset of {load_preset(name)['agent']} (configs/agents/{name}.yaml)")
     return 0
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from clew.eval.evaluate import finalize
 from clew.records import RunDir
-from clew.search.mcts import Evaluation, MCTSConfig, Transition, run_search
+from clew.search.mcts import MCTS, MCTSConfig
+from clew.search.nodes import Evaluation, Transition
 from clew.search.tree import tree_to_dict
 
 #: text that would break out of a <script> block if the viewer embedded it raw
@@ -93,4 +94,4 @@ class RandomHooks:
 
 def mcts_tree(seed: int, sims: int) -> dict:
     cfg = MCTSConfig(branching_factor=3, n_simulations=sims, max_depth_actions=4)
-    return tree_to_dict(asyncio.run(run_search(cfg, RandomHooks(seed), "root obs")).tree)
+    return tree_to_dict(asyncio.run(MCTS(cfg).plan(RandomHooks(seed), "root obs")).tree)

@@ -1,4 +1,4 @@
-"""Heuristic search roles for machines without a model (issue 5, DESIGN §5 "Embedded defaults").
+"""Heuristic search roles for machines without a model (docs/methods/baselines.md#heuristic-roles).
 
 * :class:`HeuristicPolicy` proposes the env's legal actions with priors: ``uniform`` (equal priors,
   legal order), ``sampled`` (frequencies of ``n`` uniform draws, like an LM's sampling noise), or
@@ -23,22 +23,18 @@ Decisions:
 from __future__ import annotations
 
 import math
-import random
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
 from clew.agents.heuristics.explore_exploit import FAMILIES as QUERY_FAMILIES
 from clew.agents.heuristics.explore_exploit import random_query
+from clew.agents.options import PolicyOptions, ValueOptions
 from clew.agents.policy import Proposal, merge_samples
 from clew.agents.prompts import Context
+from clew.agents.seeds import derive_rng
 from clew.agents.usage import UsageByRole
 from clew.agents.value import ValueRecord
 from clew.envs.base import Env
-
-
-def _rng(*parts: Any) -> random.Random:
-    return random.Random(zlib.crc32(":".join(map(str, parts)).encode()))
 
 
 # --- ground-truth progress ---------------------------------------------------------------------
@@ -55,13 +51,12 @@ class HeuristicPolicy:
 
     kind = "heuristic"
 
-    def __init__(self, prior: str = "sampled", branching_factor: int = 5, n_samples: int = 20,
-                 oracle_temperature: float = 0.1, seed: int = 0):
-        if prior not in ("uniform", "sampled", "oracle"):
-            raise ValueError(f"heuristic policy prior must be uniform|sampled|oracle, got {prior!r}")
-        self.prior, self.b, self.n = prior, branching_factor, n_samples
-        self.temperature, self.seed = oracle_temperature, seed
-        self.uses_oracle = prior == "oracle"
+    def __init__(self, branching_factor: int, options: PolicyOptions | None = None,
+                 seed: int = 0):
+        options = options or PolicyOptions()
+        self.prior, self.b, self.n = options.prior, branching_factor, options.n_samples
+        self.temperature, self.seed = options.oracle_temperature, seed
+        self.uses_oracle = self.prior == "oracle"
 
     def _weights(self, env: Any, actions: list[str]) -> list[float]:
         if self.prior != "oracle":
@@ -81,7 +76,7 @@ class HeuristicPolicy:
                       usage: UsageByRole | None = None) -> list[Proposal]:
         env = ctx.env
         actions = list(env.legal_actions())
-        rng = _rng(*self._key(ctx))
+        rng = derive_rng(*self._key(ctx))
 
         def prop(a: str, count: int = 1) -> Proposal:
             return Proposal(a, env.canonical(a), a, count, 0.0, bool(env.is_stop(a)))
@@ -99,7 +94,7 @@ class HeuristicPolicy:
         """One action drawn from the prior (the policy without search)."""
         env = ctx.env
         actions = list(env.legal_actions())
-        rng = _rng("once", *self._key(ctx))
+        rng = derive_rng(self.seed, "once", *self._key(ctx)[1:])
         if not actions:
             if env.family not in QUERY_FAMILIES:
                 return Proposal(None, "", "")
@@ -114,12 +109,13 @@ class HeuristicValue:
     """Ground-truth progress plus seeded Gaussian noise (see module docstring)."""
 
     kind = "heuristic"
+    method = "heuristic"
     uses_oracle = True
 
-    def __init__(self, noise: float = 0.2, cap: float = 0.9, seed: int = 0, scale: str = "unit"):
-        if noise < 0:
-            raise ValueError(f"heuristic value noise must be >= 0, got {noise}")
-        self.noise, self.cap, self.seed, self.scale = noise, cap, seed, scale
+    def __init__(self, options: ValueOptions | None = None, seed: int = 0):
+        options = options or ValueOptions()
+        self.noise, self.cap, self.seed, self.scale = (options.noise, options.cap, seed,
+                                                       options.scale)
 
     def config_hash(self) -> str:
         return f"heuristic:{self.noise}:{self.cap}:{self.seed}:{self.scale}"
@@ -129,7 +125,7 @@ class HeuristicValue:
         env = ctx.env
         success = env.done and env.grade() >= 1.0
         truth = 1.0 if success else progress(env)
-        rng = _rng(self.seed, ctx.task_id, "|".join(ctx.actions), ctx.final_action)
+        rng = derive_rng(self.seed, ctx.task_id, "|".join(ctx.actions), ctx.final_action)
         v = truth + (rng.gauss(0.0, self.noise) if self.noise else 0.0)
         v = max(0.0, min(1.0 if success else self.cap, v))
         if self.scale == "signed":
@@ -146,6 +142,7 @@ class TemplateReflector:
     :class:`clew.agents.reflection.Reflector`."""
 
     kind = "heuristic"
+    uses_oracle = False
 
     async def reflect_policy(self, rec: Any, t: int, success: bool,
                              usage: UsageByRole | None = None) -> tuple[str, str, str]:
