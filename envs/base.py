@@ -141,7 +141,8 @@ class Env(ABC):
     #: an answer, before it sends the raw text as the action.
     parse_retries: int = 0
 
-    #: The runner stops an episode after this many invalid actions in a row (docs/methods/envs.md#episode-rules); ``None`` for envs whose own spec says how invalid actions count.
+    #: The episode rules stop an episode after this many invalid actions in a row
+    #: (docs/methods/envs.md#episode-rules); ``None`` for envs whose own rules count them.
     max_invalid_streak: ClassVar[int | None] = 3
 
     task: Task | None = None
