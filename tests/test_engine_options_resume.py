@@ -10,7 +10,7 @@ from clew.envs.base import Task
 from clew.eval.config import ConfigError, EvalConfig
 from clew.eval.evaluate import evaluate
 from clew.eval.merge import MergeError, merge_shards
-from clew.eval.rundir import RunDir
+from clew.records import RunDir
 from test_lm_engine_settings import fake_engines
 from toyenv import register
 

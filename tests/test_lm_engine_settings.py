@@ -171,9 +171,10 @@ def test_roles_share_the_runs_engine(engines):
 
     spec = "vllm:Qwen/Qwen2.5-7B-Instruct"
     build_agent("rmcts", model=spec, model_options={"gpu_memory_utilization": 0.9},
-                role_models={"value": spec, "reflection": spec}, reflection=False,
+                role_models={"policy": spec, "value": spec}, reflection=False,
                 memory={"enabled": False})
-    assert engines.built == 1
+    [engine] = [m for entries in lm_spec._CACHE.values() for _, m in entries]
+    assert engines.built == 1 and engine.options == {"gpu_memory_utilization": 0.9}
 
 
 def test_engine_only_options_are_not_part_of_the_experiment():

@@ -23,7 +23,7 @@ from clew.agents.lm.vllm_backend import LORA_RANKS
 from clew.envs.base import Task
 from clew.eval.agents import build_agent
 from clew.eval.merge import merge_shards
-from clew.eval.rundir import RunDir
+from clew.records import RunDir
 from clew.scripts.cli import main
 from vllm_helpers import CHATS, ENGINE, greedy, summary
 
@@ -105,9 +105,9 @@ def test_engine_settings_recorded_and_a_rerun_shard_with_other_options_merges(
         # the roles of an R-MCTS agent on the same model share the run's engine
         lm = load_model(spec, dtype="float32", max_model_len=256, enforce_eager=True)
         agent = build_agent("rmcts", model=spec, model_options=dict(ENGINE),
-                            role_models={"value": spec, "reflection": f"{spec}/"},
+                            role_models={"policy": spec, "value": f"{spec}/"},
                             reflection=False, memory={"enabled": False})
-        assert agent.policy.lm is lm and agent.value.lm is lm and agent.reflector.lm is lm
+        assert agent.policy.lm is lm and agent.value.lm is lm
 
         # the node died after one episode; the rerun gets other engine options
         _close_engines()
