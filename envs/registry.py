@@ -20,6 +20,7 @@ ENVS: dict[str, str] = {
     "maxsatsearch": "clew.envs.oracle_search.maxsat:MaxSatSearchEnv",
     "gridmap": "clew.envs.gridmap.env:GridMapEnv",
     "textminigrid": "clew.envs.textminigrid.env:TextMiniGridEnv",
+    "browsergym": "clew.envs.browsergym.env:BrowserGymEnv",
 }
 
 # name -> "module:generate" where generate(params: dict, seed: int) -> Task
@@ -30,6 +31,7 @@ GENERATORS: dict[str, str] = {
     "maxsatsearch": "clew.envs.oracle_search.maxsat:generate_task",
     "gridmap": "clew.envs.gridmap.generator:generate_task",
     "textminigrid": "clew.envs.textminigrid.generator:generate_task",
+    "browsergym": "clew.envs.browsergym.tasks:generate_task",
 }
 
 

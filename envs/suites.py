@@ -51,6 +51,7 @@ SUITES: dict[str, str] = {
     "textminigrid-45": "clew.envs.textminigrid.suites:textminigrid_45",
     "textminigrid-v1": "clew.envs.textminigrid.suites:textminigrid_v1",
     "exploration-v1": "clew.envs.exploration_suite:exploration_v1",
+    "miniwob-v1": "clew.envs.browsergym.suites:miniwob_v1",
 }
 
 _cache: dict[str, Suite] = {}

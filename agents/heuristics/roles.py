@@ -31,6 +31,7 @@ from typing import Any
 
 from clew.agents.heuristics.explore_exploit import FAMILIES as QUERY_FAMILIES
 from clew.agents.heuristics.explore_exploit import random_query
+from clew.agents.heuristics import web
 from clew.agents.policy import Proposal, merge_samples
 from clew.agents.prompts import Context
 from clew.agents.usage import UsageByRole
@@ -106,7 +107,8 @@ def textminigrid_progress(env: Any) -> float:
     return max(0.0, min(1.0, 1.0 - plan / total))
 
 
-PROGRESS = {"gridmap": gridmap_progress, "textminigrid": textminigrid_progress}
+PROGRESS = {"gridmap": gridmap_progress, "textminigrid": textminigrid_progress,
+            "browsergym": web.progress}
 
 
 def progress(env: Any) -> float:
@@ -153,6 +155,8 @@ class HeuristicPolicy:
 
         def prop(a: str, count: int = 1) -> Proposal:
             return Proposal(a, env.canonical(a), a, count, 0.0, bool(env.is_stop(a)))
+        if env.name in web.WEB_ENVS:  # uniform over the page's candidates (heuristics/web.py)
+            return merge_samples([prop(a) for a in web.candidate_actions(env)], self.b)
         if not actions:
             # Oracle-query tasks have no short action list: sample random valid queries.
             if env.name not in QUERY_FAMILIES:
@@ -168,6 +172,10 @@ class HeuristicPolicy:
         env = ctx.env
         actions = list(env.legal_actions())
         rng = _rng("once", *self._key(ctx))
+        if env.name in web.WEB_ENVS:
+            actions = web.candidate_actions(env)
+            a = rng.choice(actions) if actions else None
+            return Proposal(a, env.canonical(a) if a else "", a or "", 1, 1.0, False)
         if not actions:
             if env.name not in QUERY_FAMILIES:
                 return Proposal(None, "", "")

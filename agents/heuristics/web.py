@@ -1,0 +1,65 @@
+"""Heuristic web roles that need no model (docs/web.md): what search on BrowserGym tasks runs with
+on a CPU with no weights.
+
+* **Policy** (:func:`candidate_actions`): a click on every clickable element of the page and, for
+  every text field, a ``fill`` with each string the goal puts in quotes (MiniWoB++ quotes what to
+  type: ``Enter "Myron" into the text field``), leaving out a fill that would write the value the
+  field already holds. :class:`~clew.agents.heuristics.roles.HeuristicPolicy` gives these uniform
+  priors for web envs, whatever its ``prior`` option says.
+* **Value**: the task's own reward at the end (:func:`progress`: 1 after success, 0 before and
+  after failure); :class:`~clew.agents.heuristics.roles.HeuristicValue` reads it like any family's
+  progress and adds its noise (``value.noise=0`` gives the reward itself).
+
+Decision: with uniform priors, the order of the candidates decides which ones survive the search's
+branching factor and which are tried first (ties go to the first edge). Candidates that the goal
+names come first: fills of its quoted strings, then clicks on elements whose text the goal mentions
+(or that show a quoted string); then the other clicks, in page order.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from clew.envs.browsergym.observation import TEXT_ROLES
+
+#: env families these roles serve
+WEB_ENVS = frozenset({"browsergym"})
+QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”")
+
+
+def quoted_strings(goal: str) -> list[str]:
+    """Strings the goal puts in double quotes, in order, each once."""
+    found = [a or b for a, b in QUOTED.findall(goal)]
+    return list(dict.fromkeys(s for s in found if s.strip()))
+
+
+def _mentioned(text: str, goal: str, quoted: list[str]) -> bool:
+    text = text.strip()
+    if not text:
+        return False
+    if re.search(rf"(?<!\w){re.escape(text)}(?!\w)", goal, re.IGNORECASE):
+        return True
+    return any(q.lower() == text.lower() for q in quoted)
+
+
+def candidate_actions(env: Any) -> list[str]:
+    """The policy's actions in the env's current page (module docstring), most relevant first."""
+    if env.done:
+        return []
+    info = env.observation().info
+    goal, elements = info.get("goal", ""), info.get("elements", [])
+    quoted = quoted_strings(goal)
+    fills, named, others = [], [], []
+    for e in elements:
+        if e["role"] in TEXT_ROLES:
+            fills += [f"fill({e['bid']!r}, {s!r})" for s in quoted if s != e.get("value")]
+        if e["clickable"]:
+            click = f"click({e['bid']!r})"
+            (named if _mentioned(e.get("text") or e["name"], goal, quoted) else others).append(click)
+    return fills + named + others
+
+
+def progress(env: Any) -> float:
+    """The value of a web state: the task's reward when it has ended, else 0."""
+    return float(env.grade()) if env.done else 0.0
