@@ -170,9 +170,10 @@ class BrowserGymEnv(Env):
         return other
 
     def replay(self) -> Observation:
-        """Replay this state's prefix on the simulation page after a fresh reset and return the
-        page it shows (raises :class:`~.session.ReplayMismatch` on a difference); for tests."""
-        page = self.browser.replay(self.state.actions, simulated=True)
+        """Reset this env's page (the real one, or the simulation page for a copy), replay this
+        state's prefix and return the page shown now; a difference from the recorded pages raises
+        :class:`~.session.ReplayMismatch`. For tests and checks; stepping replays by itself."""
+        page = self.browser.replay(self.state.actions, simulated=self.simulated)
         return Observation(page.text, {"page_key": page.key})
 
     # --- text for agents --------------------------------------------------------------------------

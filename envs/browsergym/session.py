@@ -31,6 +31,14 @@ BrowserGym's full ``reset`` for every replay instead.
 Decision: the page after a step that ended the task is checked on its reward and end only. Once a
 MiniWoB++ task ends it shows its result and starts over on a timer, so that page depends on timing,
 and no action is ever taken from it.
+
+Decision: after each observation the page is set back to its browser context's viewport (the
+task's size, 332×214 for MiniWoB++). BrowserGym takes its screenshot through a DevTools session
+that overrides the page size and is then detached; with the Chromium and Playwright pinned here
+that leaves the page at its window's size, which differs between windows of one browser, so the
+next observation would depend on which page it was taken in (elements below the fold turn
+invisible on one page and not on the other). Playwright only re-sends a viewport that changed,
+hence the one-pixel step out and back (about 20 ms).
 """
 
 from __future__ import annotations
@@ -87,7 +95,16 @@ class _Page:
         else:
             obs = self._restart(seed)
         self.at = ()
+        self._keep_viewport()
         return page_record(obs, visible_only=o.visible_only)
+
+    def _keep_viewport(self) -> None:
+        """Put the page back to its context's viewport (module docstring, last decision)."""
+        page = self.env.page
+        size = page.viewport_size
+        if size:
+            page.set_viewport_size({"width": size["width"] + 1, "height": size["height"]})
+            page.set_viewport_size(size)
 
     def _restart(self, seed: int) -> dict[str, Any]:
         """The task again on the open page: a new task object with ``seed``, set up as BrowserGym's
@@ -111,6 +128,7 @@ class _Page:
     def step(self, action: str) -> PageRecord:
         obs, reward, terminated, _, _ = self.env.step(action)
         self.at = (*self.at, action)
+        self._keep_viewport()
         return page_record(obs, reward, terminated, visible_only=self.options.visible_only)
 
     def close(self) -> None:

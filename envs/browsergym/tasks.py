@@ -12,6 +12,7 @@ into site-packages, unless the user set it), so MiniWoB++ runs with no server an
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from typing import Any
 
@@ -65,11 +66,22 @@ def prepare(name: str) -> None:
     _prepared.add(prefix)
 
 
+class _QuietOverrides(logging.Filter):
+    """BrowserGym warns at every reset that an option overrides the task's; clew's env options
+    document those overrides (BrowserGymEnv), and a search resets hundreds of times."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Overriding the task's")
+
+
 def make_browser_env(name: str, **kwargs: Any) -> Any:
     """BrowserGym's ``BrowserEnv`` for task ``name`` (``gym.make`` of ``browsergym/NAME``)."""
     import gymnasium as gym
 
     prepare(name)
+    log = logging.getLogger("browsergym.core.env")
+    if not any(isinstance(f, _QuietOverrides) for f in log.filters):
+        log.addFilter(_QuietOverrides())
     try:
         env = gym.make(f"browsergym/{name}", disable_env_checker=True, **kwargs)
     except gym.error.Error as exc:
