@@ -23,7 +23,8 @@ TREE = """RootWebArea 'Enter Text Task', focused, url='file:///x/y/miniwob/enter
 \t\t\tStaticText ''
 \t\t\t[14] textbox '' value='Myr', clickable
 \t\t\t[15] button 'Submit', clickable
-\t\t\t[16] button "it's", clickable"""
+\t\t\t[16] button "it's", clickable
+\t\t\t[17] checkbox 'Nb', clickable, checked='true'"""
 
 
 def test_page_text_drops_empty_lines_and_local_urls():
@@ -34,7 +35,8 @@ def test_page_text_drops_empty_lines_and_local_urls():
     # a clickable generic (a MiniWoB++ link) and its text stay
     assert "[13] generic, clickable" in text and "StaticText 'ornare.'" in text
     els = {e["bid"]: e for e in elements(text)}
-    assert list(els) == ["13", "14", "15", "16"]
+    assert list(els) == ["13", "14", "15", "16", "17"]
+    assert els["17"]["checked"] and not els["16"]["checked"]
     assert els["13"]["text"] == "ornare." and els["13"]["name"] == ""
     assert els["14"]["role"] == "textbox" and els["14"]["value"] == "Myr"
     assert els["16"]["name"] == "it's" and all(e["clickable"] for e in els.values())
@@ -137,7 +139,7 @@ def test_web_policy_fills_quoted_strings_and_puts_named_elements_first():
     acts = candidate_actions(env)
     assert acts[0] == "fill('14', 'Myron')"
     assert acts[1] == "click('15')"              # "Submit" is named by the goal
-    assert set(acts[2:]) == {"click('13')", "click('14')", "click('16')"}
+    assert set(acts[2:]) == {"click('13')", "click('14')", "click('16')"}  # 17 is checked
     # a fill that writes what the field holds already is left out
     env = _PageEnv('Enter "Myr" into the text field.', TREE)
     assert not any(a.startswith("fill") for a in candidate_actions(env))

@@ -4,7 +4,8 @@ on a CPU with no weights.
 * **Policy** (:func:`candidate_actions`): a click on every clickable element of the page and, for
   every text field, a ``fill`` with each string the goal puts in quotes (MiniWoB++ quotes what to
   type: ``Enter "Myron" into the text field``), leaving out a fill that would write the value the
-  field already holds. :class:`~clew.agents.heuristics.roles.HeuristicPolicy` gives these uniform
+  field already holds and a click on a box or option that is checked already (it would only undo
+  it; without this the search, which sees no value before the end, toggles a box forever). :class:`~clew.agents.heuristics.roles.HeuristicPolicy` gives these uniform
   priors for web envs, whatever its ``prior`` option says.
 * **Value**: the task's own reward at the end (:func:`progress`: 1 after success, 0 before and
   after failure); :class:`~clew.agents.heuristics.roles.HeuristicValue` reads it like any family's
@@ -54,7 +55,7 @@ def candidate_actions(env: Any) -> list[str]:
     for e in elements:
         if e["role"] in TEXT_ROLES:
             fills += [f"fill({e['bid']!r}, {s!r})" for s in quoted if s != e.get("value")]
-        if e["clickable"]:
+        if e["clickable"] and not e.get("checked"):
             click = f"click({e['bid']!r})"
             (named if _mentioned(e.get("text") or e["name"], goal, quoted) else others).append(click)
     return fills + named + others

@@ -71,7 +71,7 @@ def _literal(quoted: str | None) -> str:
 
 def elements(tree: str) -> tuple[dict[str, Any], ...]:
     """Elements with an id, in page order, each once: ``{bid, role, name, value, text,
-    clickable}``; ``text`` is the name followed by the static text lines right under the element
+    clickable, checked}``; ``text`` is the name followed by the static text lines right under the element
     (a MiniWoB++ link is a nameless ``generic`` whose text is its child)."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -94,7 +94,8 @@ def elements(tree: str) -> tuple[dict[str, Any], ...]:
         value = VALUE.search(m["rest"])
         current = {"bid": m["bid"], "role": m["role"], "name": _literal(m["name"]),
                    "value": _literal(value[1]) if value else "",
-                   "clickable": ", clickable" in m["rest"]}
+                   "clickable": ", clickable" in m["rest"],
+                   "checked": "checked='true'" in m["rest"]}
         current["text"] = current["name"]
         depth = indent
         out.append(current)
