@@ -45,7 +45,7 @@ def measure(name: str, soft_reset: bool = True) -> dict[str, list[float]]:
     for _ in range(2):                                    # a path of two actions
         fills = [a for a in candidate_actions(env) if a.startswith("fill")]
         action = (fills or candidate_actions(env))[-1]
-        out["step_s"].append(_timed(lambda: env.step(action)))
+        out["step_s"].append(_timed(lambda a=action: env.step(a)))
         snaps.append(env.snapshot())
     sim = env.copy()
     sim.step(candidate_actions(sim)[0])                   # open the simulation page once
@@ -63,7 +63,7 @@ def measure(name: str, soft_reset: bool = True) -> dict[str, list[float]]:
             if not new:
                 break
             # reset + the prefix replayed (checked), then the new action
-            out[key].append(_timed(sim.replay) + _timed(lambda: sim.step(new[0])))
+            out[key].append(_timed(sim.replay) + _timed(lambda a=new[0]: sim.step(a)))
     sim.restore(snaps[0])
     known = next(a for a in candidate_actions(sim) if (a,) in env.browser.transitions)
     out["known_sim_s"] = [_timed(lambda: sim.step(known))]
@@ -74,7 +74,6 @@ def measure(name: str, soft_reset: bool = True) -> dict[str, list[float]]:
 def main() -> int:
     try:
         import browsergym.miniwob  # noqa: F401
-
         from clew.envs.browsergym.chromium import chromium_path
     except ModuleNotFoundError:
         print(json.dumps({"benchmark": "web", "skipped": "the web extra is not installed"}))
@@ -93,7 +92,7 @@ def main() -> int:
     row["replay_reset_full_s"] = round(statistics.median(full), 3)
     step = row["step_s"]
     row["ratios_to_step"] = {k: round(v / step, 2) for k, v in row.items()
-                             if k.endswith("_s") or k.endswith("]") if isinstance(v, float)}
+                             if k.endswith(("_s", "]")) and isinstance(v, float)}
     print(json.dumps(row))
     return 0
 

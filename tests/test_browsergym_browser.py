@@ -16,13 +16,13 @@ import pytest
 pytestmark = pytest.mark.browser
 pytest.importorskip("browsergym.miniwob", reason="the web extra is not installed")
 
-from clew.agents.heuristics.web import candidate_actions  # noqa: E402
-from clew.agents.lm.fake import FakeLM  # noqa: E402
-from clew.envs.browsergym import chromium  # noqa: E402
-from clew.envs.browsergym.env import BrowserGymEnv  # noqa: E402
-from clew.envs.browsergym.session import ReplayMismatch  # noqa: E402
-from clew.envs.registry import make_for  # noqa: E402
-from clew.envs.suites import get_suite  # noqa: E402
+from clew.agents.heuristics.web import candidate_actions
+from clew.agents.lm.fake import FakeLM
+from clew.envs.browsergym import chromium
+from clew.envs.browsergym.env import BrowserGymEnv
+from clew.envs.browsergym.session import ReplayMismatch
+from clew.envs.registry import make_for
+from clew.envs.suites import get_suite
 
 if chromium.chromium_path() is None:
     pytest.skip("no chromium on PATH (make browser installs Debian's)", allow_module_level=True)
@@ -37,6 +37,12 @@ def _pick(env) -> str:
     acts = candidate_actions(env)
     fills = [a for a in acts if a.startswith("fill")]
     return fills[0] if fills else acts[-1]
+
+
+def _click_the_named_button(page: str) -> str:
+    """The id of the button the goal names in quotes (what the fake models answer)."""
+    target = re.search(r'"([^"]+)"', page)[1]
+    return re.search(rf"\[(\w+)\] button '{re.escape(target)}'", page)[1]
 
 
 @pytest.mark.parametrize("task", SEED0, ids=lambda t: t.id)
@@ -96,9 +102,7 @@ def test_react_with_a_fake_model_solves_a_click_task():
     from clew.eval.runner import run_episode
 
     def answer(request, i):
-        page = request.messages[-1]["content"]
-        target = re.search(r'"([^"]+)"', page)[1]
-        bid = re.search(rf"\[(\w+)\] button '{re.escape(target)}'", page)[1]
+        bid = _click_the_named_button(request.messages[-1]["content"])
         return f"Thought: the goal names the button.\nNext action: ```click('{bid}')```"
 
     lm = FakeLM(answer)
@@ -106,6 +110,34 @@ def test_react_with_a_fake_model_solves_a_click_task():
     assert rec["outcome"]["success"] and rec["actions"] == [rec["actions"][0]]
     system = lm.calls[0].messages[0]["content"]
     assert "Goal:" in system and "fill(bid" in system
+
+
+def test_rmcts_mad_with_fake_lm_roles_runs_on_a_web_task():
+    """LM-role mechanics on a real page: policy samples parsed into actions, the debate judges
+    the simulated result, the episode's reflections go to memory afterwards."""
+    from clew.eval.agents import build_agent
+    from clew.eval.runner import run_episode
+
+    def respond(req, i):
+        text = req.messages[-1]["content"]
+        if req.role == "policy":
+            return f"The goal names it.\nNext action:\n```click('{_click_the_named_button(text)}')```"
+        if req.role == "debate":
+            return "The page shows what the goal asked for."
+        if req.role in ("judge", "value"):
+            return "Thoughts: done as asked.\nSTATUS CODE: B"
+        return "Check the button's label against the goal before clicking."
+
+    lm = FakeLM(respond)
+    agent = build_agent("rmcts-mad", model=lm, search={"n_simulations": 3})
+    trees = []
+    rec = asyncio.run(run_episode(agent, TASKS["click-button-s1"],
+                                  on_tree=lambda t, tree: trees.append(tree)))
+    assert rec["outcome"]["success"]
+    assert {"policy", "debate", "judge"} <= set(rec["usage"])
+    judged = [n for n in trees[0]["nodes"] if n.get("value_record")]
+    assert judged and judged[0]["value_record"]["debate"]["support"]
+    assert rec["interactions"]["simulated"] >= 1
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +176,7 @@ def test_report_and_view_read_the_web_run(searched, tmp_path):
 
     assert main(["report", str(searched), "--out", str(tmp_path / "report")]) == 0
     assert (tmp_path / "report" / "report.md").exists()
-    tree = sorted((searched / "trees").glob("enter-text-s0*/0.json.gz"))[0]
+    tree = min((searched / "trees").glob("enter-text-s0*/0.json.gz"))
     out = tmp_path / "tree.html"
     assert main(["view", str(tree), "--out", str(out)]) == 0
     assert "fill(" in out.read_text()

@@ -29,9 +29,9 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from clew.agents.heuristics import web
 from clew.agents.heuristics.explore_exploit import FAMILIES as QUERY_FAMILIES
 from clew.agents.heuristics.explore_exploit import random_query
-from clew.agents.heuristics import web
 from clew.agents.policy import Proposal, merge_samples
 from clew.agents.prompts import Context
 from clew.agents.usage import UsageByRole

@@ -32,6 +32,7 @@ chromium``) is used if present.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import queue
 import shutil
@@ -100,7 +101,7 @@ class _SharedChromium:
                 kwargs["executable_path"] = self._executable
             try:
                 browser = self._chromium.launch(**kwargs)
-            except Exception as exc:  # Playwright's own error names the missing piece
+            except Exception as exc:  # noqa: BLE001 - Playwright's error names what is missing
                 where = self._executable or "Playwright's own Chromium"
                 raise BrowserSetupError(
                     f"error: cannot start Chromium ({where}) for BrowserGym: "
@@ -127,10 +128,8 @@ class _Playwright:
 
     def stop(self) -> None:
         for browser in self.chromium.browsers.values():
-            try:
+            with contextlib.suppress(Exception):  # already gone at exit
                 browser.close()
-            except Exception:  # noqa: BLE001 - already gone at exit
-                pass
         self._playwright.stop()
 
 

@@ -89,7 +89,8 @@ class BrowserGymEnv(Env):
             raise ValueError(f"task {task.id!r} is for env {task.env!r}, not browsergym")
         name = task.params.get("task")
         if not isinstance(name, str):
-            raise ValueError(f"task {task.id!r}: params need 'task' (a BrowserGym task name)")
+            raise ValueError(  # noqa: TRY004 - a bad task file, like every env's task errors
+                f"task {task.id!r}: params need 'task' (a BrowserGym task name)")
         self.close()
         self.task = task
         self.browser = BrowserEpisode(name, task.seed, self.options,

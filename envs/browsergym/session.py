@@ -243,7 +243,7 @@ class BrowserEpisode:
         what = "the reset" if action is None else f"step {step} ({action})"
         old, new = recorded.text.splitlines(), now.text.splitlines()
         i = next((j for j, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
-        line = lambda xs: xs[i] if i < len(xs) else "(end of page)"  # noqa: E731
+        line = lambda xs: xs[i] if i < len(xs) else "(end of page)"
         extra = "" if (recorded.reward, recorded.done) == (now.reward, now.done) else \
             (f"; reward/done recorded {recorded.reward:g}/{recorded.done}, "
              f"now {now.reward:g}/{now.done}")

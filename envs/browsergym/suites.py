@@ -21,8 +21,8 @@ tasks, 10 for forms, about three times the shortest solution.
 
 from __future__ import annotations
 
-from clew.envs.suites import Suite
 from clew.envs.browsergym.tasks import generate_task
+from clew.envs.suites import Suite
 
 ONE_STEP = ("click-test", "click-test-2", "click-button", "click-link", "click-dialog",
             "click-dialog-2", "click-tab", "focus-text-2", "click-widget")
