@@ -156,7 +156,8 @@ class HeuristicPolicy:
         def prop(a: str, count: int = 1) -> Proposal:
             return Proposal(a, env.canonical(a), a, count, 0.0, bool(env.is_stop(a)))
         if env.name in web.WEB_ENVS:  # uniform over the page's candidates (heuristics/web.py)
-            return merge_samples([prop(a) for a in web.candidate_actions(env)], self.b)
+            last = ctx.actions[-1] if ctx.actions else None
+            return merge_samples([prop(a) for a in web.candidate_actions(env, last)], self.b)
         if not actions:
             # Oracle-query tasks have no short action list: sample random valid queries.
             if env.name not in QUERY_FAMILIES:
@@ -173,7 +174,7 @@ class HeuristicPolicy:
         actions = list(env.legal_actions())
         rng = _rng("once", *self._key(ctx))
         if env.name in web.WEB_ENVS:
-            actions = web.candidate_actions(env)
+            actions = web.candidate_actions(env, ctx.actions[-1] if ctx.actions else None)
             a = rng.choice(actions) if actions else None
             return Proposal(a, env.canonical(a) if a else "", a or "", 1, 1.0, False)
         if not actions:

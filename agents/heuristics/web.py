@@ -3,9 +3,11 @@ on a CPU with no weights.
 
 * **Policy** (:func:`candidate_actions`): a click on every clickable element of the page and, for
   every text field, a ``fill`` with each string the goal puts in quotes (MiniWoB++ quotes what to
-  type: ``Enter "Myron" into the text field``), leaving out a fill that would write the value the
-  field already holds and a click on a box or option that is checked already (it would only undo
-  it; without this the search, which sees no value before the end, toggles a box forever). :class:`~clew.agents.heuristics.roles.HeuristicPolicy` gives these uniform
+  type: ``Enter "Myron" into the text field``). Left out: fills of a field that holds text already
+  (a password field shows its text masked), clicks on a box or option that is checked already, and
+  the action just taken. These would only undo progress or change nothing: the search sees no
+  value before the end, and without them its choice among equal values toggles a box or
+  overwrites a field until the budget runs out. :class:`~clew.agents.heuristics.roles.HeuristicPolicy` gives these uniform
   priors for web envs, whatever its ``prior`` option says.
 * **Value**: the task's own reward at the end (:func:`progress`: 1 after success, 0 before and
   after failure); :class:`~clew.agents.heuristics.roles.HeuristicValue` reads it like any family's
@@ -44,8 +46,9 @@ def _mentioned(text: str, goal: str, quoted: list[str]) -> bool:
     return any(q.lower() == text.lower() for q in quoted)
 
 
-def candidate_actions(env: Any) -> list[str]:
-    """The policy's actions in the env's current page (module docstring), most relevant first."""
+def candidate_actions(env: Any, previous: str | None = None) -> list[str]:
+    """The policy's actions in the env's current page (module docstring), most relevant first;
+    ``previous`` is the canonical text of the action that led here."""
     if env.done:
         return []
     info = env.observation().info
@@ -53,12 +56,12 @@ def candidate_actions(env: Any) -> list[str]:
     quoted = quoted_strings(goal)
     fills, named, others = [], [], []
     for e in elements:
-        if e["role"] in TEXT_ROLES:
-            fills += [f"fill({e['bid']!r}, {s!r})" for s in quoted if s != e.get("value")]
+        if e["role"] in TEXT_ROLES and not e.get("value"):   # a field with text is left alone
+            fills += [f"fill({e['bid']!r}, {s!r})" for s in quoted]
         if e["clickable"] and not e.get("checked"):
             click = f"click({e['bid']!r})"
             (named if _mentioned(e.get("text") or e["name"], goal, quoted) else others).append(click)
-    return fills + named + others
+    return [a for a in fills + named + others if a != previous]
 
 
 def progress(env: Any) -> float:

@@ -32,6 +32,12 @@ Decision: the page after a step that ended the task is checked on its reward and
 MiniWoB++ task ends it shows its result and starts over on a timer, so that page depends on timing,
 and no action is ever taken from it.
 
+Decision: a MiniWoB++ task's reward is 1 for full credit only. MiniWoB++ scores some tasks in
+parts (click-checkboxes: the share of boxes in the right state, so submitting with one wrong box out
+of three scores 1/3), and BrowserGym's reward is 1 for any positive score; clew reads the raw score
+BrowserGym reports and counts 1 only for a fully correct answer, so its success rates on such tasks
+are lower than BrowserGym's own. Other benchmarks keep BrowserGym's reward.
+
 Decision: after each observation the page is set back to its browser context's viewport (the
 task's size, 332×214 for MiniWoB++). BrowserGym takes its screenshot through a DevTools session
 that overrides the page size and is then detached; with the Chromium and Playwright pinned here
@@ -126,9 +132,12 @@ class _Page:
         return env._get_obs()
 
     def step(self, action: str) -> PageRecord:
-        obs, reward, terminated, _, _ = self.env.step(action)
+        obs, reward, terminated, _, info = self.env.step(action)
         self.at = (*self.at, action)
         self._keep_viewport()
+        raw = (info.get("task_info") or {}).get("RAW_REWARD_GLOBAL")
+        if raw is not None:  # MiniWoB++: full credit only (module docstring)
+            reward = 1.0 if raw >= 1.0 - 1e-9 else 0.0
         return page_record(obs, reward, terminated, visible_only=self.options.visible_only)
 
     def close(self) -> None:
