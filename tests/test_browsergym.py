@@ -12,6 +12,8 @@ from clew.envs.base import Observation
 from clew.envs.browsergym.observation import PageRecord, elements, prune
 from clew.envs.registry import generate
 from clew.envs.suites import get_suite
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 TREE = """RootWebArea 'Enter Text Task', focused, url='file:///x/y/miniwob/enter-text.html'
 \t[9] generic
@@ -77,6 +79,19 @@ def test_actions_parse_tolerantly_to_one_canonical_form(grammar, text, canonical
                                   "fill('14')", "click('13', 'left', [], 1, 2, 3)"])
 def test_malformed_actions_do_not_parse(grammar, text):
     assert grammar.parse(text) is None
+
+
+GARBAGE = ["Next action:", "```", "click(", "click('", "')", "fill('14', ", "(", ")" * 5,
+           "\x00", "\n", "😀", "[" * 20, "select_option('3', ['a', 'b'])", "noop(", "#"]
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.text(max_size=200),
+                 st.lists(st.sampled_from(GARBAGE), max_size=12).map("".join)))
+def test_garbage_parses_to_nothing_or_to_a_fixed_point(grammar, text):
+    parsed = grammar.parse(text)
+    assert parsed is None or grammar.parse(parsed) == parsed
 
 
 def test_action_help_lists_the_action_set(grammar):
