@@ -32,6 +32,18 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def _keeps_running(env) -> str:
+    """A fill, else a click on a field or box: actions that do not end a MiniWoB++ task."""
+    from clew.agents.heuristics.web import candidate_actions
+
+    roles = {e["bid"]: e["role"] for e in env.observation().info["elements"]}
+    for action in candidate_actions(env):
+        bid = action.split("'")[1]
+        if action.startswith("fill") or roles.get(bid) in ("textbox", "checkbox", "radio"):
+            return action
+    raise RuntimeError(f"no action that keeps {env.task.id} running")
+
+
 def measure(name: str, soft_reset: bool = True) -> dict[str, list[float]]:
     from clew.agents.heuristics.web import candidate_actions
     from clew.envs.browsergym.env import BrowserGymEnv
@@ -43,12 +55,11 @@ def measure(name: str, soft_reset: bool = True) -> dict[str, list[float]]:
     snaps = [env.snapshot()]
     out["step_s"] = []
     for _ in range(2):                                    # a path of two actions
-        fills = [a for a in candidate_actions(env) if a.startswith("fill")]
-        action = (fills or candidate_actions(env))[-1]
+        action = _keeps_running(env)
         out["step_s"].append(_timed(lambda a=action: env.step(a)))
         snaps.append(env.snapshot())
     sim = env.copy()
-    sim.step(candidate_actions(sim)[0])                   # open the simulation page once
+    sim.step(_keeps_running(sim))                         # open the simulation page once
     out["replay_reset_s"] = []
     for _ in range(REPEATS):
         sim.restore(snaps[0])
