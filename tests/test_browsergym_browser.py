@@ -185,24 +185,22 @@ def test_report_and_view_read_the_web_run(searched, tmp_path):
 def test_web_trees_flatten_into_el_data_whose_backtracks_replay(searched):
     from clew.envs.base import Task
     from clew.training.datasets import DataConfig, build_datasets, read_episodes, read_trees
-    from clew.training.flatten import el_turns, flatten_episode, teacher_force
+    from clew.training.flatten import el_turns, flatten_episode
 
-    # the walk of a search is longer than the task's budget (3 actions for a one-step task):
-    # lift it for the replay, as `clew data env_options.max_steps=50` does
-    lifted = {"max_steps": 50}
-    ds, report = build_datasets(DataConfig(runs=[str(searched)], strict_replay=True,
-                                           env_options=lifted))
-    assert ds["el"].num_rows > 0 and report["el_episodes"] == 2, report["el_skipped"]
     record = next(r for r in read_episodes(searched) if r["task"]["id"] == "enter-text-s0")
-    task = Task.from_dict(record["task"])
     items = flatten_episode(record, read_trees(searched, record["key"]), backtrack=True)
-    turns = el_turns(items)
-    assert any(t.kind == "back" for t in turns), "the search must have left a branch"
-    env = make_for(task, **lifted)
-    chat = teacher_force(env, task, turns, root=items[0].node, strict=True)
-    assert chat.mismatches == 0 and "back" in chat.kinds
-    assert env.grade() == 1.0
-    env.close()
+    assert any(t.kind == "back" for t in el_turns(items)), "the search must have left a branch"
+    assert Task.from_dict(record["task"]).env == "browsergym"
+    # Every chat is replayed in a fresh env (backtracks restore a snapshot, the next step resets
+    # the page and replays the prefix); strict: a replayed page that differs from the tree's
+    # is an error. The walk is longer than the task's budget (3 actions for a one-step task):
+    # lift it for the replay, as `clew data env_options.max_steps=50` does.
+    ds, report = build_datasets(DataConfig(runs=[str(searched)], strict_replay=True,
+                                           env_options={"max_steps": 50}))
+    assert report["el_episodes"] == 2, report["el_skipped"]
+    assert max(ds["el"]["n_backtracks"]) >= 1
+    assert all(m["role"] != "assistant" or "backtrack S" in m["content"] or "Next action" in
+               m["content"] for row in ds["el"]["messages"] for m in row)
 
 
 def test_one_chromium_serves_every_page():
