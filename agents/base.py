@@ -1,4 +1,4 @@
-"""What every agent sees and returns (DESIGN §2 "Agents seen by the runner").
+"""What every agent sees and returns (docs/architecture.md).
 
 The runner owns an :class:`Episode`: the task, the real environment, the executed history and
 the interaction log. An agent's ``act`` reads it and returns a :class:`Decision`; the runner
@@ -45,7 +45,7 @@ class StepRecord:
 
 @dataclass
 class Interaction:
-    """One call of ``step`` on any env copy (DESIGN §2 "Interaction log")."""
+    """One call of ``step`` on any env copy (docs/architecture.md)."""
 
     kind: Literal["executed", "simulated"]
     action: str
@@ -66,9 +66,11 @@ class Episode:
         self.usage = UsageByRole()
         self.scratch: dict[str, Any] = {}  # per-episode agent state (chat history, memory, ...)
         self.trees: list[Any] = []  # (step, tree dict) pairs, written to disk by the runner
-        # The current path of real states for BACKTRACK (spec_002 §6.10): state ids, S0 first.
+        # The current path of real states for BACKTRACK: state ids, S0 first
+        # (docs/methods/exploratory-learning.md#state-ids).
         self.path: list[int] = [0]
-        self.max_steps: int | None = None  # the runner's step limit, for agents that plan ahead
+        # the agent's own estimate of success (search agents; for data selection without labels)
+        self.success_est: bool | None = None
         self.charged = 0  # simulated queries charged to the real env (simulation_mode "charged")
         # States reached for real and inside simulation (env.state_key), for the peek count.
         self.visited_states: set[Any] = {env.state_key()}
@@ -101,8 +103,12 @@ class Episode:
     def simulator(self) -> Env:
         """A copy of the real env at its current state; its steps are logged as simulated.
 
-        With ``flags.simulation_mode == "charged"`` (budgeted oracle-query tasks, spec_002 §9
-        D2) every simulated query the real env has not answered yet is also asked for real:
+        The runner's env carries the episode rules (:class:`~clew.envs.wrappers.EpisodeRules`),
+        so the copy follows them from the same history and its steps say when a path is cut.
+
+        With ``flags.simulation_mode == "charged"`` (budgeted oracle-query tasks,
+        docs/methods/mcts.md#free-and-charged-simulation) every simulated query the real env has
+        not answered yet is also asked for real:
         charged to the budget and recorded as an executed step, so the search cannot read the
         hidden function for free; its tree acts as an exploration strategy.
         """
@@ -111,8 +117,9 @@ class Episode:
                             self.simulated_states)
 
     def peeked_states(self) -> int | None:
-        """States a search reached only inside its simulator, never for real (spec_002 §9 D2:
-        what the executed trajectory's exploration metrics do not show); ``None`` when the env
+        """States a search reached only inside its simulator, never for real: what the executed
+        trajectory's exploration metrics do not show (docs/methods/metric-travel.md#peeked-states);
+        ``None`` when the env
         defines no ``state_key``."""
         if None in self.visited_states:
             return None
@@ -123,8 +130,7 @@ class Episode:
         key = self.env.canonical(action)
         if any(s.valid and self.env.canonical(s.action) == key for s in self.steps):
             return True
-        answered = getattr(self.env, "answered", None)
-        return bool(answered and answered(action))
+        return self.env.answered(action)
 
     def charge(self, action: str) -> None:
         """Ask a simulated query for real (see :meth:`simulator`); known ones cost nothing."""

@@ -1,13 +1,13 @@
-"""Multi-agent debate (MAD) value function (spec_002 §2.3).
+"""Multi-agent debate (MAD) value function (docs/methods/debate.md).
 
 Per evaluated node: the *support* and *oppose* arguments are generated concurrently
 (``asyncio.gather``: two requests in flight at once, so a batching backend serves them together);
 then the judge runs in both orders (oppose first, support first), ``judge_samples_per_order``
 samples each, also concurrently. The six verdicts are mapped to the scale and averaged. Cost per
 node: 4 requests, 2 + 2·3 completions. Usage is recorded under roles ``debate`` (arguments) and
-``judge``. Retrieved value reflections go to the judge only (§4.3).
+``judge``. Retrieved value reflections go to the judge only.
 
-Failures follow :mod:`clew.agents.value`: retried, then :class:`ValueCallError`.
+Failures follow :mod:`clew.agents.value`: :class:`ValueCallError` naming the role.
 """
 
 from __future__ import annotations
@@ -15,80 +15,48 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from clew.agents.lm.base import ChatRequest, LanguageModel, LMError, Sampling
-from clew.agents.policy import derive_seed, lm_call
+from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling
+from clew.agents.options import ValueOptions
 from clew.agents.prompts import Context, argument_messages, judge_messages
+from clew.agents.seeds import derive_seed
 from clew.agents.usage import UsageByRole
-from clew.agents.value import (
-    ValueCallError,
-    ValueRecord,
-    aggregate,
-    config_hash,
-    parse_status,
-    scale_bounds,
-)
+from clew.agents.value import LMValueFunction, ValueRecord, value_call
 
 ORDERS = ("oppose_first", "support_first")
 
 
-class DebateValue:
+class DebateValue(LMValueFunction):
     """``evaluate(ctx) -> ValueRecord`` with ``record.debate`` holding both arguments and all
-    judge outputs (needed by value reflection §3.5 and EL assessments §6.7)."""
+    judge outputs (needed by value reflection and EL assessments)."""
 
-    kind = "debate"
+    method = "debate"
 
-    def __init__(self, lm: LanguageModel, argue_temperature: float = 0.1, argue_top_p: float = 0.9,
-                 argue_max_tokens: int = 256, judge_samples_per_order: int = 3,
-                 judge_temperature: float = 1.0, judge_top_p: float = 0.95,
-                 judge_max_tokens: int = 256, window: int = 4, scale: str = "unit",
-                 parse_failure: str = "skip", retries: int = 2, reflection_max_words: int = 128):
-        scale_bounds(scale)
-        aggregate([], scale, parse_failure)
-        if judge_samples_per_order < 1:
-            raise ValueError("value.debate.judge_samples_per_order must be >= 1")
-        self.lm = lm
-        self.argue = {"temperature": argue_temperature, "top_p": argue_top_p,
-                          "max_tokens": argue_max_tokens}
-        self.judge = {"temperature": judge_temperature, "top_p": judge_top_p,
-                          "max_tokens": judge_max_tokens}
-        self.k = judge_samples_per_order
-        self.window, self.scale, self.parse_failure = window, scale, parse_failure
-        self.retries, self.reflection_max_words = retries, reflection_max_words
-
-    def config_hash(self) -> str:
-        return config_hash(["debate", self.argue, self.judge, self.k, self.window, self.scale,
-                            self.parse_failure, getattr(self.lm, "spec", "")])
-
-    async def _call(self, request: ChatRequest, usage: UsageByRole | None):
-        try:
-            return await lm_call(self.lm, request, usage, self.retries, f"value ({request.role})")
-        except LMError as exc:
-            raise ValueCallError(str(exc)) from exc
+    def __init__(self, lm: LanguageModel, options: ValueOptions | None = None):
+        super().__init__(lm, options)
+        d = self.options.debate
+        self.argue = {"temperature": d.argue_temperature, "top_p": d.argue_top_p,
+                      "max_tokens": d.argue_max_tokens}
+        self.judge = {"temperature": d.judge_temperature, "top_p": d.judge_top_p,
+                      "max_tokens": d.judge_max_tokens}
+        self.k, self.window = d.judge_samples_per_order, d.window
 
     async def arguments(self, ctx: Context, usage: UsageByRole | None = None) -> tuple[str, str]:
         """(support, oppose), generated concurrently."""
         reqs = [ChatRequest(argument_messages(ctx, side, self.window),
                             Sampling(n=1, seed=derive_seed(ctx.seed, "debate", side), **self.argue),
                             role="debate") for side in ("support", "oppose")]
-        sup, opp = await asyncio.gather(*(self._call(r, usage) for r in reqs))
+        sup, opp = await asyncio.gather(*(value_call(self.lm, r, usage) for r in reqs))
         return (sup[0].text if sup else ""), (opp[0].text if opp else "")
 
     async def evaluate(self, ctx: Context, reflections: Sequence[dict] = (),
                        usage: UsageByRole | None = None) -> ValueRecord:
         support, oppose = await self.arguments(ctx, usage)
-        reqs = [ChatRequest(judge_messages(ctx, support, oppose, order, self.window, reflections,
-                                           self.reflection_max_words),
+        reqs = [ChatRequest(judge_messages(ctx, support, oppose, order, self.window, reflections),
                             Sampling(n=self.k, seed=derive_seed(ctx.seed, "judge", order),
                                      **self.judge), role="judge") for order in ORDERS]
-        results = await asyncio.gather(*(self._call(r, usage) for r in reqs))
+        results = await asyncio.gather(*(value_call(self.lm, r, usage) for r in reqs))
         texts = [c.text for comps in results for c in comps]
         orders = [order for order, comps in zip(ORDERS, results) for _ in comps]
-        letters = [parse_status(t) for t in texts]
-        v, fails, all_failed = aggregate(letters, self.scale, self.parse_failure)
-        return ValueRecord(
-            v=v, kind="debate", samples=list(zip(letters, texts)), n_parse_fail=fails,
-            all_failed=all_failed,
-            debate={"support": support, "oppose": oppose, "judge_outputs": texts,
-                    "judge_orders": orders},
-            retrieved_reflection_ids=[str(r.get("id")) for r in reflections],
-            retrieved_scores=[float(r.get("score", 0.0)) for r in reflections])
+        return self.grade(texts, reflections,
+                          debate={"support": support, "oppose": oppose, "judge_outputs": texts,
+                                  "judge_orders": orders})

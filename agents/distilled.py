@@ -1,7 +1,7 @@
 """Distilled agents: a fine-tuned model run without search, in the EL or IL turn format.
 
-spec_002 §6.10 (the distilled agent and ``backtrack S<k>``), §6.8 (user turns, formatted exactly
-as at inference), §8.7 (explorer system prompt), §8.1 (answer phrase and action parsing).
+docs/methods/exploratory-learning.md#distilled-agent (the distilled agent and ``backtrack S<k>``;
+user turns formatted exactly as at training; the explorer system prompt; the answer phrase).
 
 The turn format lives here, in one place, and the EL/IL exporter (:mod:`clew.training.flatten`)
 renders its training chats with the same functions, so training and inference agree:
@@ -19,25 +19,26 @@ every valid forward step creates the next id; a backtrack cuts the path back to 
 
 Decisions:
 
-* The task text g is ``env.instructions()``, once, after ``TASK:`` in the first user turn
-  (§6.11); the system prompt holds the role, the action grammar and the rules (§8.7). Unlike
+* The task text g is ``env.instructions()``, once, after ``TASK:`` in the first user turn;
+  the system prompt holds the role, the action grammar and the rules. Unlike
   the search policy prompt (:mod:`clew.agents.prompts`, which also puts the instructions in the
   system turn) the task is not repeated: env instructions run to hundreds of tokens, and the
   distilled models (small, short contexts) see every prompt in full.
-* IL uses the same turns with the plain policy rules (§8.1) instead of the explorer rules, so
+* IL uses the same turns with the plain policy rules instead of the explorer rules, so
   EL and IL models differ only in what they were trained on.
-* Answers are parsed by the shared policy parser (``extract_action_text``, D30); an answer
-  whose action is ``backtrack S<k>`` / ``backtrack`` becomes a runner backtrack decision.
+* Answers are read by the shared parser (:func:`clew.agents.parsing.answer_text`, no env: a
+  backtrack is not an env action); an answer whose action is ``backtrack S<k>`` / ``backtrack``
+  becomes a runner backtrack decision.
 * After a valid backtrack the user turn shows ``env.observation()`` of the restored state, not
   the runner's note, so the format does not depend on the runner's wording.
-* A bare ``backtrack`` means the state before the current one on the path (§6.10).
+* A bare ``backtrack`` means the state before the current one on the path.
 * An answer without a valid action is still sent to the env (whatever the parser found): the
   env rejects it as an invalid step, which is how the runner counts format failures.
 * History longer than ``max_history_pairs`` (observation, action) pairs, the current one
   included, keeps the first 2 and the last ``max_history_pairs - 2``: the elision of the training
-  samples (§6.8: 8 = 2 + 6), so the model sees at inference what it was trained on. When the
+  samples (8 = 2 + 6), so the model sees at inference what it was trained on. When the
   model's context (``context_tokens``, else the backend's ``max_positions`` / ``max_model_len``)
-  would still overflow, older pairs go first, then the first two (§8.1 D), counted in
+  would still overflow, older pairs go first, then the first two, counted in
   ``episode.scratch["distilled_context_cuts"]``; a first turn that alone is too long still
   fails in the backend with a clear error.
 """
@@ -50,7 +51,10 @@ from typing import Any, Literal
 
 from clew.agents.base import BaseAgent, Decision, Episode, StepRecord
 from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
-from clew.agents.prompts import ANSWER_PHRASE, extract_action_text
+from clew.agents.lm.calls import call
+from clew.agents.options import ACT_SAMPLING
+from clew.agents.parsing import ANSWER_PHRASE, answer_text
+from clew.agents.seeds import derive_seed
 from clew.envs.base import Env
 
 BACKTRACK_RE = re.compile(r"^\s*backtrack(?:\s+S?(\d+))?\s*$", re.IGNORECASE)
@@ -62,11 +66,6 @@ Format = Literal["el", "il"]
 
 
 # --- answers ----------------------------------------------------------------------------------
-def extract_action(text: str, phrase: str = ANSWER_PHRASE) -> str | None:
-    """The action text of a completion: the shared policy parser (§8.1, D30)."""
-    return extract_action_text(text, phrase)
-
-
 def parse_backtrack(action: str | None) -> tuple[bool, int | None]:
     """``(is_backtrack, target)``: ``backtrack S3`` -> (True, 3); bare ``backtrack`` -> (True,
     None); anything else -> (False, None)."""
@@ -79,14 +78,14 @@ def parse_backtrack(action: str | None) -> tuple[bool, int | None]:
 
 
 def answer(action: str, phrase: str = ANSWER_PHRASE) -> str:
-    """The answer line for ``action``, as spec_002 §6.7 writes it."""
+    """The answer line for ``action``, as EL data writes it."""
     return f"{phrase} ```{action}```"
 
 
 # --- prompts and turns ------------------------------------------------------------------------
 def system_prompt(env: Env, fmt: Format = "el", backtrack: bool | None = None) -> str:
-    """Explorer system prompt (§8.7) for ``el``; the plain policy prompt (§8.1 rules, no
-    examples, no reflections) for ``il``. The task itself is in the first user turn."""
+    """Explorer system prompt for ``el``; the plain policy prompt (its rules, no examples, no
+    reflections) for ``il``. The task itself is in the first user turn."""
     grammar = env.action_help()
     if backtrack is None:
         backtrack = fmt == "el" and env.flags.supports_backtrack
@@ -141,7 +140,7 @@ def invalid_user(sid: int, obs: str, action: str) -> str:
 def elide(messages: list[Message], keep_first: int = 2, keep_last: int | None = 6
           ) -> list[Message]:
     """Keep the system turn, the first ``keep_first`` and the last ``keep_last`` (user,
-    assistant) pairs when there are more (§6.8 elision, no marker at the cut; §8.1 history).
+    assistant) pairs when there are more (no marker at the cut).
 
     A trailing user turn (a prompt awaiting its answer) counts as a pair, so a prompt at
     inference is elided exactly like the training sample that ends with its answer."""
@@ -173,18 +172,19 @@ def user_turn_for_step(env: Env, step: StepRecord, sid: int) -> str:
 
 
 class DistilledAgent(BaseAgent):
-    """Runs a (fine-tuned) chat model with the EL (or IL) turn format; no search (§6.10).
+    """Runs a (fine-tuned) chat model with the EL (or IL) turn format; no search.
 
     ``model`` is a spec string (``hf:BASE+lora:ADAPTER``, ``vllm:BASE+lora:ADAPTER``, a merged
-    ``hf:PATH`` ...) or a :class:`LanguageModel`. Sampling defaults are the ReAct ones of §6.10
-    (temperature 0.7, top-p 0.9); ``greedy=True`` decodes greedily.
+    ``hf:PATH`` ...) or a :class:`LanguageModel`. Sampling defaults are the ReAct ones
+    (:data:`~clew.agents.options.ACT_SAMPLING`); ``greedy=True`` decodes greedily.
     """
 
     name = "distilled"
     kind = "learned"
 
     def __init__(self, model: str | LanguageModel, format: Format = "el",
-                 temperature: float = 0.7, top_p: float = 0.9, max_tokens: int = 384,
+                 temperature: float = ACT_SAMPLING.temperature, top_p: float = ACT_SAMPLING.top_p,
+                 max_tokens: int = ACT_SAMPLING.max_tokens,
                  greedy: bool = False, seed: int | None = 0, max_history_pairs: int | None = 8,
                  context_tokens: int | None = None, label: str | None = None,
                  model_options: dict[str, Any] | None = None):
@@ -237,7 +237,7 @@ class DistilledAgent(BaseAgent):
         return getattr(lm, "max_positions", None) or getattr(lm, "max_model_len", None)
 
     def _fit(self, messages: list[Message], episode: Episode) -> list[Message]:
-        """The elided history; shorter still when the model's context would overflow (§8.1)."""
+        """The elided history; shorter still when the model's context would overflow."""
         keep_tail = None if self.max_history_pairs is None else self.max_history_pairs - 2
         msgs = elide(messages, 2, keep_tail)
         limit, count = self._context_limit(), getattr(self.lm, "prompt_ids", None)
@@ -259,18 +259,17 @@ class DistilledAgent(BaseAgent):
 
     async def act(self, episode: Episode) -> Decision:
         chat = self._chat(episode)
-        seed = None if self.seed is None else self.seed * 100_003 + episode.t
+        seed = derive_seed(self.seed, episode.key, episode.t)
         request = ChatRequest(self._fit(chat.messages, episode),
                               Sampling(n=1, seed=seed, **self.sampling), role="policy")
-        completion = (await self.lm.generate([request]))[0][0]
-        episode.usage.record("policy", completion.usage)
+        completion = (await call(self.lm, request, episode.usage))[0]
         chat.messages.append({"role": "assistant", "content": completion.text})
         return decide(completion.text, episode.path)
 
 
 def decide(text: str, path: list[int]) -> Decision:
     """The runner decision for a completion, given the current path of state ids."""
-    action = extract_action(text)
+    action = answer_text(text)
     is_back, target = parse_backtrack(action)
     if is_back:
         if target is None and len(path) > 1:
@@ -280,17 +279,3 @@ def decide(text: str, path: list[int]) -> Decision:
     if action is None:
         return Decision("", raw=text, info={"parse_error": "no fenced action in the answer"})
     return Decision(action, raw=text)
-
-
-def make_distilled(model: str, format: Format = "el", temperature: float = 0.7,
-                   top_p: float = 0.9, max_tokens: int = 384, greedy: bool = False,
-                   seed: int | None = 0, max_history_pairs: int | None = 8,
-                   context_tokens: int | None = None,
-                   label: str | None = None,
-                   model_options: dict[str, Any] | None = None) -> DistilledAgent:
-    """Factory registered as ``distilled`` in :mod:`clew.eval.agents`."""
-    return DistilledAgent(model, format=format, temperature=temperature, top_p=top_p,
-                          max_tokens=max_tokens, greedy=greedy, seed=seed,
-                          max_history_pairs=max_history_pairs,
-                          context_tokens=context_tokens, label=label,
-                          model_options=model_options)

@@ -129,7 +129,7 @@ class ParallelThreads(BaseAgent):
             if not step.valid or step.info.get("stopped"):
                 continue  # invalid attempts and a thread's own stop stay inside the thread
             query = step.info["query"]
-            if getattr(real, "answered", lambda a: False)(query):
+            if real.answered(query):
                 continue  # answered from memory (§5.1.1): another thread already opened it
             return Decision(query, raw=decision.raw,
                             info={**decision.info, "thread": i, "thread_step": th.env.clock()})
@@ -148,10 +148,10 @@ class ParallelThreads(BaseAgent):
 
 
 def _budget(env: Env) -> int:
-    budget = getattr(env, "budget", None)
-    if not isinstance(budget, int):
-        raise TypeError(f"{type(env).__name__} has no query budget; the interventions need an "
-                        "env with a 'budget' (hillsearch, treesearch, maxsatsearch)")
+    budget = env.budget()
+    if budget is None:
+        raise TypeError(f"{type(env).__name__} has no query budget (Env.budget); the "
+                        "interventions need one (hillsearch, treesearch, maxsatsearch)")
     return budget
 
 

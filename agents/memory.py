@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from clew.agents.files import write_atomic
+from clew.records.files import write_atomic
 
 
 class MemoryFormatError(ValueError):

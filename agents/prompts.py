@@ -1,11 +1,12 @@
-"""Role prompts of the search agents (spec_002 §8), in one place, plus the context they render.
+"""Role prompts of the search agents (docs/methods/rmcts.md#policy-prompt), in one place, plus
+the context they render.
 
 Every prompt puts the shared prefix first — the role system text, the env's instructions and
 action grammar, then the task and the trajectory — so vLLM's prefix cache hits across the
-samples of a node, the nodes of a tree and the roles of a step (DESIGN §5 "Fast where it matters").
+samples of a node, the nodes of a tree and the roles of a step (docs/architecture.md).
 Variable material (reflections, the grading instruction, arguments) goes at the end.
 
-Wording is ours (spec_002 §8: content and structure are specified, wording is free).
+Wording is ours: content and structure follow the methods, the words do not.
 ``PROMPTS_VERSION`` is logged with every tree and run.
 
 Decisions:
@@ -14,25 +15,24 @@ Decisions:
   The success criteria shown to value roles come from ``env.instructions("criteria")`` when the
   env answers it with a different text, else a generic paragraph covering clew's task kinds.
 * Memory keys use ``task_key``, a short form of the task (the first sentences of the
-  instructions, at most 40 words): MiniLM reads only 256 word pieces and keys put the task first
-  (§4.1), so a long instruction text would push the observation out of the embedding.
+  instructions, at most 40 words): MiniLM reads only 256 word pieces and keys put the task
+  first, so a long instruction text would push the observation out of the embedding.
 * In-context examples come from an optional ``env.prompt_examples()`` ([(user, assistant)]), shown
-  while the trajectory has fewer than 2 actions (§8.1); envs without it get none.
-* Parsing of policy output (§8.1, D30): the first fenced block after the last answer phrase; if the
-  phrase is missing, the last fenced block; if there is no fence after the phrase, the rest of its
-  line; with neither phrase nor fence, the whole completion (envs own their grammar, and some ask
-  for a bare JSON object). The text goes to ``env.parse_action``.
+  while the trajectory has fewer than 2 actions; envs without it get none.
+* Answers are read by :mod:`clew.agents.parsing` (one module for every role).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from clew.agents.parsing import ANSWER_PHRASE, RUBRIC_END, RUBRIC_START
+
 PROMPTS_VERSION = "clew-prompts-2"
-ANSWER_PHRASE = "Next action:"
+REFLECTION_MAX_WORDS = 128   # a reflection's cap in prompts (about 128 tokens)
 
 Message = dict[str, str]
 
@@ -66,32 +66,35 @@ class Context:
     def obs(self) -> str:
         return self.observations[-1]
 
+    def at(self, observations: list[str], actions: list[str], raws: list[str | None],
+           final_action: str | None = None, final_raw: str | None = None,
+           env: Any = None, seed: int | None = None) -> Context:
+        """This task context with a trajectory (see :func:`task_context`)."""
+        return replace(self, observations=observations, actions=actions, raws=raws,
+                       final_action=final_action, final_raw=final_raw, env=env, seed=seed)
+
     def memory_key(self) -> str:
-        """Memory key "Task + Observation" (spec_002 §3.6, §4.3; uniform key form, D27)."""
+        """Memory key "Task + Observation" (docs/methods/reflection-memory.md)."""
         key = f"Task: {self.task_key or self.task}\nObservation:\n{self.obs}"
         if self.final_action is not None:
             key += f"\nAction:\n{self.final_action}"
         return key
 
 
-# --- parsing -----------------------------------------------------------------------------------
-_FENCE = re.compile(r"```(?:[a-zA-Z]*\n)?(.*?)```", re.DOTALL)
-
-
-def extract_action_text(text: str, phrase: str = ANSWER_PHRASE) -> str | None:
-    """The action text of a policy completion (spec_002 §8.1, D30)."""
-    idx = text.rfind(phrase)
-    if idx >= 0:
-        after = text[idx + len(phrase):]
-        m = _FENCE.search(after)
-        if m:
-            return m.group(1).strip()
-        line = after.strip().splitlines()[0] if after.strip() else ""
-        return line.strip().strip("`").strip() or None
-    fences = _FENCE.findall(text)
-    if fences:
-        return fences[-1].strip()
-    return text.strip() or None
+def task_context(env: Any, task_id: str) -> Context:
+    """The task part of every role's context, from the env: instructions, grammar, success
+    criteria (when the env answers ``instructions("criteria")`` with a different text) and
+    in-context examples; the trajectory is added per node with :meth:`Context.at`."""
+    task = env.instructions()
+    try:
+        criteria = env.instructions("criteria")
+    except Exception:  # noqa: BLE001 - an env may reject a variant it does not know, any way
+        criteria = ""
+    if criteria == task:
+        criteria = ""
+    return Context(task=task, observations=[], task_key=short_task(task),
+                   action_help=env.action_help(), criteria=criteria,
+                   examples=list(env.prompt_examples()), task_id=task_id)
 
 
 # --- shared pieces -----------------------------------------------------------------------------
@@ -144,27 +147,34 @@ def short_task(text: str, max_words: int = 40) -> str:
     return " ".join(out)
 
 
-def truncate_words(text: str, n: int) -> str:
-    """Cheap token cap (words), used for reflections in prompts (spec_002 §4.3: 128 tokens)."""
+def truncate_words(text: str, n: int = REFLECTION_MAX_WORDS) -> str:
+    """Cheap token cap (words), for reflections in prompts
+    (docs/methods/reflection-memory.md#injection-into-prompts)."""
     words = text.split()
     return text if len(words) <= n else " ".join(words[:n]) + " ..."
 
 
-# --- policy (§8.1) -----------------------------------------------------------------------------
-def policy_reflection_block(refls: Sequence[dict[str, Any]], max_words: int = 128) -> str:
-    parts = ["REFLECTIONS (from other tasks; they may not apply directly):"]
+# --- policy ----------------------------------------------------------------------------------
+def reflection_block(header: str, refls: Sequence[dict[str, Any]],
+                     middle: Callable[[int, dict[str, Any]], str]) -> str:
+    """Numbered reflections under ``header``: objective, ``middle`` line, the reflection."""
+    parts = [header]
     for i, r in enumerate(refls, 1):
         if i > 1:
             parts.append("#####")
-        parts += [f"OBJECTIVE ({i}): {r.get('task_text', '')}",
-                  f"ATTEMPTED ACTION ({i}): {r.get('action_raw', '')}",
-                  f"REFLECTION ({i}): {truncate_words(r.get('reflection', ''), max_words)}"]
+        parts += [f"OBJECTIVE ({i}): {r.get('task_text', '')}", middle(i, r),
+                  f"REFLECTION ({i}): {truncate_words(r.get('reflection', ''))}"]
     return "\n".join(parts)
 
 
+def policy_reflection_block(refls: Sequence[dict[str, Any]]) -> str:
+    return reflection_block("REFLECTIONS (from other tasks; they may not apply directly):", refls,
+                            lambda i, r: f"ATTEMPTED ACTION ({i}): {r.get('action_raw', '')}")
+
+
 def policy_messages(ctx: Context, reflections: Sequence[dict[str, Any]] = (),
-                    icl_max_history_actions: int = 2, max_words: int = 128) -> list[Message]:
-    """Policy prompt: system, examples (short histories), the replayed trajectory (§8.1)."""
+                    icl_max_history_actions: int = 2) -> list[Message]:
+    """Policy prompt: system, examples (short histories), the replayed trajectory."""
     msgs: list[Message] = [{"role": "system",
                             "content": _policy_system(ctx, bool(reflections))}]
     if len(ctx.actions) < icl_max_history_actions:
@@ -177,7 +187,7 @@ def policy_messages(ctx: Context, reflections: Sequence[dict[str, Any]] = (),
         turns += [raw, _later_user(ctx.observations[i + 1], action)]
     last = turns[-1]
     if reflections:
-        last = (policy_reflection_block(reflections, max_words) + "\n\n" + last +
+        last = (policy_reflection_block(reflections) + "\n\n" + last +
                 "\nWeigh the task, the history and the reflections above when you plan your "
                 "next action.")
     turns[-1] = last
@@ -186,7 +196,7 @@ def policy_messages(ctx: Context, reflections: Sequence[dict[str, Any]] = (),
     return msgs
 
 
-# --- value: replay (§2.1) ----------------------------------------------------------------------
+# --- value: replay ---------------------------------------------------------------------------
 SA_CODES = (
     "A: the task is already accomplished (the required state has been reached, or a correct "
     "final answer was given); nothing more is needed.\n"
@@ -251,24 +261,19 @@ def _final_turn(msgs: list[Message], ctx: Context) -> list[Message]:
     return msgs
 
 
-def value_reflection_block(refls: Sequence[dict[str, Any]], max_words: int = 128) -> str:
-    parts = ["REFLECTIONS (from evaluating other tasks; they may not apply directly):"]
-    for i, r in enumerate(refls, 1):
-        if i > 1:
-            parts.append("#####")
-        parts += [f"OBJECTIVE ({i}): {r.get('task_text', '')}",
-                  "(the agent's actions and the arguments of that case are omitted)",
-                  f"REFLECTION ({i}): {truncate_words(r.get('reflection', ''), max_words)}"]
-    return "\n".join(parts)
+def value_reflection_block(refls: Sequence[dict[str, Any]]) -> str:
+    return reflection_block(
+        "REFLECTIONS (from evaluating other tasks; they may not apply directly):", refls,
+        lambda i, r: "(the agent's actions and the arguments of that case are omitted)")
 
 
-def sa_value_messages(ctx: Context, window: int = 2, reflections: Sequence[dict] = (),
-                      rubric: str | None = None, max_words: int = 128) -> list[Message]:
-    """Single-agent grading prompt (spec_002 §8.4)."""
+def sa_value_messages(ctx: Context, window: int, reflections: Sequence[dict] = (),
+                      rubric: str | None = None) -> list[Message]:
+    """Single-agent grading prompt (docs/methods/rmcts.md)."""
     msgs = _final_turn(replay_messages(ctx, window), ctx)
     tail = []
     if reflections:
-        tail.append(value_reflection_block(reflections, max_words))
+        tail.append(value_reflection_block(reflections))
     if rubric:
         tail.append(f"RUBRIC (checks any correct solution passes):\n{rubric}")
     tail.append("Grade the agent's progress with one status code:\n" + SA_CODES)
@@ -281,29 +286,18 @@ def sa_value_messages(ctx: Context, window: int = 2, reflections: Sequence[dict]
     return [{"role": "system", "content": value_system(ctx)}] + msgs
 
 
-RUBRIC_START, RUBRIC_END = "<rubric>", "</rubric>"
-
-
-def rubric_messages(ctx: Context, reflections: Sequence[dict] = (),
-                    max_words: int = 128) -> list[Message]:
-    """Rubric prompt (spec_002 §8.4): at most four yes/no checks between markers."""
+def rubric_messages(ctx: Context, reflections: Sequence[dict] = ()) -> list[Message]:
+    """Rubric prompt (docs/methods/rmcts.md): at most four yes/no checks between markers."""
     text = (f"TASK: {ctx.task}\nINITIAL OBSERVATION:\n{ctx.observations[0]}\n\n")
     if reflections:
-        text += value_reflection_block(reflections, max_words) + "\n\n"
+        text += value_reflection_block(reflections) + "\n\n"
     text += ("Write at most four simple yes/no checks derived from the task, such that any wrong "
              f"outcome fails at least one of them. Put them between {RUBRIC_START} and "
              f"{RUBRIC_END}.")
     return [{"role": "system", "content": value_system(ctx)}, {"role": "user", "content": text}]
 
 
-def parse_rubric(text: str) -> str:
-    """Between the markers; fallback the whole text; empty -> "None" (spec_002 §8.4)."""
-    m = re.search(re.escape(RUBRIC_START) + r"(.*?)" + re.escape(RUBRIC_END), text, re.DOTALL)
-    out = (m.group(1) if m else text).strip()
-    return out or "None"
-
-
-# --- debate (§8.5, §8.6) -----------------------------------------------------------------------
+# --- debate ----------------------------------------------------------------------------------
 SUPPORT = ("Argue, with the strongest specific evidence available, that the agent has already "
            "succeeded or is heading toward success: a final answer that looks right, every stated "
            "requirement satisfied, only one step left. Having reached the relevant object, room "
@@ -316,8 +310,8 @@ OPPOSE = ("Argue, with the strongest specific evidence available, that the agent
           "observations and the actions. At most about 100 words.")
 
 
-def argument_messages(ctx: Context, side: str, window: int = 4) -> list[Message]:
-    """Support or oppose argument prompt (spec_002 §8.5)."""
+def argument_messages(ctx: Context, side: str, window: int) -> list[Message]:
+    """Support or oppose argument prompt (docs/methods/rmcts.md)."""
     if side not in ("support", "oppose"):
         raise ValueError(f"debate side must be support|oppose, got {side!r}")
     msgs = _final_turn(replay_messages(ctx, window), ctx)
@@ -326,9 +320,9 @@ def argument_messages(ctx: Context, side: str, window: int = 4) -> list[Message]
     return [{"role": "system", "content": value_system(ctx, with_grammar=True)}] + msgs
 
 
-def judge_messages(ctx: Context, support: str, oppose: str, order: str, window: int = 4,
-                   reflections: Sequence[dict] = (), max_words: int = 128) -> list[Message]:
-    """Judge prompt (spec_002 §8.6); ``order`` is ``oppose_first`` or ``support_first``."""
+def judge_messages(ctx: Context, support: str, oppose: str, order: str, window: int,
+                   reflections: Sequence[dict] = ()) -> list[Message]:
+    """Judge prompt (docs/methods/rmcts.md); ``order`` is ``oppose_first`` or ``support_first``."""
     msgs = _final_turn(replay_messages(ctx, window), ctx)
     pro = f"REASONS THE AGENT IS ON TRACK:\n{support}"
     con = f"REASONS THE AGENT IS NOT ON TRACK:\n{oppose}"
@@ -338,7 +332,7 @@ def judge_messages(ctx: Context, support: str, oppose: str, order: str, window: 
             *args,
             "Either argument may be wrong: decide independently from the evidence."]
     if reflections:
-        tail.append(value_reflection_block(reflections, max_words))
+        tail.append(value_reflection_block(reflections))
     tail.append("Grade the agent's progress with one status code:\n" + MAD_CODES)
     tail.append("Use the arguments" + (" and the reflections" if reflections else "") +
                 " when they are supported by the evidence.")
@@ -347,14 +341,14 @@ def judge_messages(ctx: Context, support: str, oppose: str, order: str, window: 
     return [{"role": "system", "content": value_system(ctx, with_grammar=True)}] + msgs
 
 
-# --- policy reflection (§8.2, §8.3) ------------------------------------------------------------
+# --- policy reflection -----------------------------------------------------------------------
 def _agent_role(ctx: Context) -> str:
     return ("You are an autonomous agent that solves tasks in a text environment by issuing "
             f"actions.\n\nENVIRONMENT:\n{ctx.task}\n\nACTIONS:\n{ctx.action_help}")
 
 
-def expectation_messages(ctx: Context, t: int, window: int = 2) -> list[Message]:
-    """Call 1 of policy reflection: what do you expect right after a_t? (spec_002 §8.2)."""
+def expectation_messages(ctx: Context, t: int, window: int) -> list[Message]:
+    """Call 1 of policy reflection: what do you expect right after a_t? (docs/methods/rmcts.md)."""
     lo = max(0, t - window)
     lines = [f"TASK: {ctx.task}"]
     for i in range(lo, t):
@@ -369,7 +363,7 @@ def expectation_messages(ctx: Context, t: int, window: int = 2) -> list[Message]
 
 def contrast_messages(ctx: Context, t: int, expectation: str, next_obs: str,
                       success: bool) -> list[Message]:
-    """Call 2 of policy reflection: contrast expectation and reality (spec_002 §8.3)."""
+    """Call 2 of policy reflection: contrast expectation and reality (docs/methods/rmcts.md)."""
     earlier = "\n".join(f"{i + 1}. {ctx.raws[i] or ctx.actions[i]}" for i in range(t)) or "(none)"
     return [
         {"role": "system", "content": _agent_role(ctx)},
@@ -391,7 +385,7 @@ def pseudo_outcome_observation(success: bool) -> str:
             "The task was evaluated as failed.")
 
 
-# --- value reflection (§8.8) -------------------------------------------------------------------
+# --- value reflection ------------------------------------------------------------------------
 def value_expectation_messages(ctx: Context, final: bool, window: int = 2) -> list[Message]:
     """Expectation mode, call 1: what should the agent do next (or how did it do)?"""
     msgs = _final_turn(replay_messages(ctx, window), ctx)
@@ -417,7 +411,8 @@ def value_contrast_messages(ctx: Context, final: bool, expectation: str, later_a
 
 def judge_critique_messages(ctx: Context, support: str, oppose: str, success: bool,
                             window: int = 4) -> list[Message]:
-    """Judge-critique mode (spec_002 §3.5): a deliberately flipped conclusion to correct."""
+    """Judge-critique mode (docs/methods/reflection-memory.md#value-reflection): a deliberately
+    flipped conclusion to correct."""
     msgs = _final_turn(replay_messages(ctx, window), ctx)
     wrong = ("Conclusion: the agent is making good progress and will succeed." if not success else
              "Conclusion: the agent is making poor progress and will fail.")
@@ -430,20 +425,3 @@ def judge_critique_messages(ctx: Context, support: str, oppose: str, success: bo
                  f"{hint} Which of the arguments were wrong, and what advice would help a judge "
                  "decide better next time? At most about 100 words."})
     return [{"role": "system", "content": value_system(ctx, with_grammar=True)}] + msgs
-
-
-# --- explorer (§8.7) ---------------------------------------------------------------------------
-def explorer_system(task: str, action_help: str) -> str:
-    """System prompt of EL data and the distilled agent (spec_002 §8.7)."""
-    return (
-        "You are an autonomous agent that solves tasks in a text environment by issuing actions.\n"
-        "Each turn you receive the current state id, the observation and the previous action.\n\n"
-        f"ENVIRONMENT:\n{task}\n\nACTIONS:\n{action_help}\nYou may also return to an earlier "
-        "state on your current path with ```backtrack S<k>```.\n\nRULES:\n"
-        "1. Issue one valid action at a time.\n"
-        "2. When unsure, explore to gather information.\n"
-        "3. Think about the consequences of an action before taking it.\n"
-        "4. Backtrack to an earlier state whenever the current branch looks wrong.\n"
-        f"5. Start each turn with \"Assessment:\" about the current state, then reason, then end "
-        f"with \"{ANSWER_PHRASE}\" and the action in a triple-backtick fence.\n"
-        "6. Issue the completion action when the task is done, if the environment has one.")

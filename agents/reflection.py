@@ -1,24 +1,25 @@
-"""Contrastive reflection: error attribution, policy and value reflection (spec_002 §3).
+"""Contrastive reflection: error attribution, policy and value reflection
+(docs/methods/reflection-memory.md, docs/methods/rmcts.md#error-attribution).
 
 At task end the agent builds a :class:`TaskRecord` (executed trajectory + the statistics of each
 executed edge in the tree that chose it), scores every step by how much the value function's
 instant judgement and the search's judgement disagreed, and writes a reflection for the most
-surprising steps: value first, then policy (§3.7).
+surprising steps: value first, then policy.
 
 Decisions:
 
-* Success without labels (§3.2): ``r_est = 1`` iff mean executed Q > ``success_threshold`` (0.7);
+* Success without labels: ``r_est = 1`` iff mean executed Q > ``success_threshold``;
   ``use_gt_success=False`` by default; both r_est and r_gt are recorded.
 * Outcome anchors use the value scale's own bounds: 1 for success, 0 (unit) / −1 (signed) for
-  failure, for both error scores (D28).
-* ``value_error="forward"`` (the code, D8): e_V[o_{t+1}] = |Vn_t − Q_{t+1}|, the last state against
+  failure, for both error scores.
+* ``value_error="forward"`` (the code): e_V[o_{t+1}] = |Vn_t − Q_{t+1}|, the last state against
   the outcome anchor; ``"paper"``: |Vn_t − Q_t|.
 * Excluded steps (score −inf): NONE actions (nothing parsed), invalid actions, runner-inserted
-  stops, steps without tree statistics. Selection masks by index, never mutates the record (§3.3).
-* Expected transition (call 1) sees the task and the last ``expect_window`` = 2 executed pairs
-  (D26). Value reflection ``mode="auto"``: ``judge_critique`` for the debate value function,
-  ``expectation`` otherwise (D7); judge-critique skips steps without debate data.
-* Keys (§3.6, D27): ``"Task: {g}\\nObservation:\\n{o}"`` for both memories, plus the final action
+  stops, steps without tree statistics. Selection masks by index, never mutates the record.
+* Expected transition (call 1) sees the task and the last ``expect_window`` executed pairs.
+  Value reflection ``mode="auto"``: ``judge_critique`` for the debate value function,
+  ``expectation`` otherwise; judge-critique skips steps without debate data.
+* Keys: ``"Task: {g}\\nObservation:\\n{o}"`` for both memories, plus the final action
   when the reflected item is a final action. Dedup hashes as in the code.
 """
 
@@ -31,8 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling
+from clew.agents.lm.calls import call
 from clew.agents.memory import ReflectionMemory, text_hash
-from clew.agents.policy import derive_seed, lm_call
+from clew.agents.options import ReflectionOptions
 from clew.agents.prompts import (
     Context,
     contrast_messages,
@@ -42,13 +44,16 @@ from clew.agents.prompts import (
     value_contrast_messages,
     value_expectation_messages,
 )
+from clew.agents.seeds import derive_seed
 from clew.agents.usage import UsageByRole
 from clew.agents.value import scale_bounds
+
+DEFAULTS = ReflectionOptions()
 
 
 @dataclass
 class StepStat:
-    """Statistics of one executed action, from the tree that chose it (spec_002 §3.1)."""
+    """Statistics of one executed action, from the tree that chose it."""
 
     q: float | None = None
     n: int = 0
@@ -67,7 +72,7 @@ class StepStat:
 
 @dataclass
 class TaskRecord:
-    """Executed trajectory with per-step edge statistics (spec_002 §3.1)."""
+    """Executed trajectory with per-step edge statistics."""
 
     task_id: str
     task_text: str
@@ -78,7 +83,7 @@ class TaskRecord:
     r_gt: float | None = None
     action_help: str = ""
     criteria: str = ""
-    success_threshold: float = 0.7
+    success_threshold: float = DEFAULTS.success_threshold
     task_key: str = ""                      # short task text for memory keys
 
     @property
@@ -101,7 +106,7 @@ class TaskRecord:
         return ctx
 
 
-# --- error attribution (§3.3) ------------------------------------------------------------------
+# --- error attribution -----------------------------------------------------------------------
 NEG_INF = -math.inf
 
 
@@ -125,7 +130,8 @@ def policy_error_scores(rec: TaskRecord, success: bool, scale: str = "unit") -> 
 
 def value_error_scores(rec: TaskRecord, success: bool, scale: str = "unit",
                        mode: str = "forward") -> list[float]:
-    """Score of the state reached by action t, o_{t+1}, at index t (spec_002 §3.3)."""
+    """Score of the state reached by action t, o_{t+1}, at index t
+    (docs/methods/rmcts.md#error-attribution)."""
     if mode not in ("forward", "paper"):
         raise ValueError(f"reflection.value.error must be forward|paper, got {mode!r}")
     T = len(rec.stats)
@@ -163,23 +169,26 @@ def pick_top(scores: Sequence[float], n_max: int, threshold: float) -> list[int]
     return chosen
 
 
-# --- the reflector (§3.4, §3.5) ----------------------------------------------------------------
+# --- the reflector ---------------------------------------------------------------------------
 class Reflector:
     """LM reflector: predict-then-contrast for the policy; expectation or judge critique for V."""
 
     kind = "lm"
+    uses_oracle = False
 
-    def __init__(self, lm: LanguageModel, temperature: float = 0.7, top_p: float = 0.9,
-                 max_tokens: int = 384, expect_window: int = 2, retries: int = 1,
+    def __init__(self, lm: LanguageModel, options: ReflectionOptions | None = None,
                  seed: int | None = None):
+        options = options or DEFAULTS
         self.lm = lm
-        self.sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
-        self.expect_window, self.retries, self.seed = expect_window, retries, seed
+        r = options.reflector
+        self.sampling = {"temperature": r.temperature, "top_p": r.top_p,
+                         "max_tokens": r.max_tokens}
+        self.expect_window, self.seed = options.policy.expect_window, seed
 
     async def _one(self, messages, usage: UsageByRole | None, *seed_parts) -> str:
         req = ChatRequest(messages, Sampling(n=1, seed=derive_seed(self.seed, *seed_parts),
                                              **self.sampling), role="reflection")
-        comps = await lm_call(self.lm, req, usage, self.retries, "reflection")
+        comps = await call(self.lm, req, usage)
         return comps[0].text.strip() if comps else ""
 
     async def reflect_policy(self, rec: TaskRecord, t: int, success: bool,
@@ -214,31 +223,6 @@ class Reflector:
 
 
 @dataclass
-class ReflectionConfig:
-    """``reflection`` section of spec_002 Appendix A."""
-
-    use_gt_success: bool = False
-    success_threshold: float = 0.7
-    policy_enabled: bool = True
-    policy_n_max: int = 3
-    policy_threshold: float = 0.5
-    value_enabled: bool = True
-    value_n_max: int = 1
-    value_threshold: float = 0.5
-    value_mode: str = "auto"          # auto | expectation | judge_critique
-    value_error: str = "forward"      # forward | paper
-    scale: str = "unit"
-
-    def resolve_mode(self, value_kind: str) -> str:
-        if self.value_mode == "auto":
-            return "judge_critique" if value_kind == "debate" else "expectation"
-        if self.value_mode not in ("expectation", "judge_critique"):
-            raise ValueError(f"reflection.value.mode must be auto|expectation|judge_critique, "
-                             f"got {self.value_mode!r}")
-        return self.value_mode
-
-
-@dataclass
 class ImprovementReport:
     r_est: int
     r_gt: float | None
@@ -253,18 +237,21 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
 
 
-async def improve(rec: TaskRecord, memory: ReflectionMemory | None, reflector: Reflector,
-                  cfg: ReflectionConfig, value_kind: str = "single",
+async def improve(rec: TaskRecord, memory: ReflectionMemory | None, reflector: Any,
+                  cfg: ReflectionOptions, value_method: str = "single", scale: str = "unit",
                   usage: UsageByRole | None = None) -> ImprovementReport:
-    """The improvement loop after one task (spec_002 §3.7): value reflections, then policy."""
+    """The improvement loop after one task: value reflections, then policy ones.
+
+    ``reflector`` is any :class:`~clew.agents.roles.Reflector`; ``value_method`` and ``scale``
+    are those of the agent's value function."""
     success = bool(rec.r_gt >= 1.0) if (cfg.use_gt_success and rec.r_gt is not None) \
         else bool(rec.r_est)
     used = {"kind": "gt" if cfg.use_gt_success else "est", "value": int(success)}
     report = ImprovementReport(rec.r_est, rec.r_gt, success)
-    if cfg.value_enabled:
-        mode = cfg.resolve_mode(value_kind)
-        scores = report.value_scores = value_error_scores(rec, success, cfg.scale, cfg.value_error)
-        for t in pick_top(scores, cfg.value_n_max, cfg.value_threshold):
+    if cfg.value.enabled:
+        mode = cfg.value.resolve_mode(value_method)
+        scores = report.value_scores = value_error_scores(rec, success, scale, cfg.value.error)
+        for t in pick_top(scores, cfg.value.n_max, cfg.value.threshold):
             text = await reflector.reflect_value(rec, t, success, mode, usage)
             if text is None:
                 continue
@@ -285,9 +272,9 @@ async def improve(rec: TaskRecord, memory: ReflectionMemory | None, reflector: R
             }
             if memory is None or memory.add("value", record):
                 report.value_written.append(record["dedup"])
-    if cfg.policy_enabled:
-        scores = report.policy_scores = policy_error_scores(rec, success, cfg.scale)
-        for t in pick_top(scores, cfg.policy_n_max, cfg.policy_threshold):
+    if cfg.policy.enabled:
+        scores = report.policy_scores = policy_error_scores(rec, success, scale)
+        for t in pick_top(scores, cfg.policy.n_max, cfg.policy.threshold):
             _, nxt, text = await reflector.reflect_policy(rec, t, success, usage)
             state = rec.observations[t]
             raw = rec.raws[t] or rec.actions[t]

@@ -1,10 +1,8 @@
-"""Token usage per LM role, aggregated per call, episode and run (DESIGN §2, spec_002 §7.3)."""
+"""Token usage per LM role, aggregated per call, episode and run (docs/architecture.md)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-
-ROLES = ("policy", "value", "debate", "judge", "reflection", "simulate", "other")
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Single-agent value function, value scale and parsing, caching (spec_002 §2.1, §2.2, §2.4, §2.5).
+"""Value scales, value records and their cache, and the LM value functions: the shared base and
+the single-agent one (docs/methods/debate.md; the debate value is :mod:`clew.agents.debate`).
 
 A value function maps a :class:`~clew.agents.prompts.Context` (task + trajectory to a node) to a
 :class:`ValueRecord` whose ``v`` lies on the configured scale. The single-agent (SA) function asks
@@ -6,57 +7,62 @@ one request with ``n`` samples for a status code A–E and averages the mapped l
 
 Decisions:
 
-* ``scale="unit"`` by default (D3); ``"signed"`` for parity with the R-MCTS_MAD code.
-* ``parse_failure="skip"`` (D4): unparseable samples are left out of the mean; if all fail, v = 0
+* ``scale="unit"`` by default; ``"signed"`` for parity with the R-MCTS_MAD code.
+* ``parse_failure="skip"``: unparseable samples are left out of the mean; if all fail, v = 0
   and the record is flagged ``all_failed``; ``"zero"`` counts them as 0 (code parity).
-* ``rubric=True`` (D31): one rubric request per task (cached per task text and reflection ids),
+* ``rubric=True``: one rubric request per task (cached per task text and reflection ids),
   temperature 0 without reflections and 0.7 with; grading at the paper's 1.0 / 0.95.
 * Value reflections go into the grading prompt and into the rubric prompt (``sa_refl_target``
-  "both", D27).
-* Failures (§2.5): a failing request is retried ``retries`` times (default 2), then
-  :class:`ValueCallError` is raised. A value is never silently 0 because of an error.
+  "both").
+* Failures: a request the backend gives up on raises :class:`ValueCallError` naming the role
+  (retrying transport failures is the backend's job, :mod:`clew.agents.lm.calls`). A value is
+  never silently 0 because of an error.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clew.agents.lm.base import ChatRequest, LanguageModel, LMError, Sampling
-from clew.agents.policy import derive_seed, lm_call
-from clew.agents.prompts import Context, parse_rubric, rubric_messages, sa_value_messages
+from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError, Sampling
+from clew.agents.lm.calls import call
+from clew.agents.options import ValueOptions
+from clew.agents.parsing import parse_rubric, parse_status, parse_thoughts
+from clew.agents.prompts import Context, rubric_messages, sa_value_messages
+from clew.agents.seeds import derive_seed
 from clew.agents.usage import UsageByRole
 
 SCALES: dict[str, dict[str, float]] = {
     "unit": {"A": 1.0, "B": 0.9, "C": 0.5, "D": 0.2, "E": 0.0},
     "signed": {"A": 1.0, "B": 0.7, "C": 0.5, "D": -0.2, "E": -1.0},
 }
-_STATUS = re.compile(r"STATUS CODE:\s*([A-E])")
 
 
 class ValueCallError(LMError):
-    """A value-function call failed for good (after retries); never stands in as 0."""
+    """A value-function call failed for good; it never stands in as 0."""
 
 
-def parse_status(text: str) -> str | None:
-    """First ``STATUS CODE: <A-E>`` (case-sensitive letter), or None (spec_002 §2.1)."""
-    m = _STATUS.search(text or "")
-    return m.group(1) if m else None
+async def value_call(lm: LanguageModel, request: ChatRequest,
+                     usage: UsageByRole | None) -> list[Completion]:
+    """One value-role request; a backend failure becomes :class:`ValueCallError`."""
+    try:
+        return await call(lm, request, usage)
+    except LMError as exc:
+        raise ValueCallError(f"value ({request.role}) call failed: {exc}") from exc
 
 
 def scale_bounds(scale: str) -> tuple[float, float]:
-    """(failure anchor, success anchor) of a scale (spec_002 §3.3, D28)."""
+    """(failure anchor, success anchor) of a scale (docs/methods/rmcts.md#error-attribution)."""
     if scale not in SCALES:
         raise ValueError(f"value.scale must be one of {', '.join(SCALES)}, got {scale!r}")
     return (-1.0 if scale == "signed" else 0.0), 1.0
 
 
 def aggregate(letters: Sequence[str | None], scale: str, parse_failure: str) -> tuple[float, int, bool]:
-    """Mean mapped value; returns (v, n_parse_fail, all_failed) (spec_002 §2.1)."""
+    """Mean mapped value; returns (v, n_parse_fail, all_failed) (docs/methods/debate.md)."""
     if parse_failure not in ("skip", "zero"):
         raise ValueError(f"value.parse_failure must be skip|zero, got {parse_failure!r}")
     table = SCALES[scale]
@@ -71,7 +77,7 @@ def aggregate(letters: Sequence[str | None], scale: str, parse_failure: str) -> 
 
 @dataclass
 class ValueRecord:
-    """What one evaluation produced (spec_002 §2.1); JSON-able via ``to_dict``."""
+    """What one evaluation produced (docs/methods/debate.md); JSON-able via ``to_dict``."""
 
     v: float
     kind: str = "single"
@@ -101,8 +107,8 @@ class ValueRecord:
         }
 
     def rationales(self) -> list[tuple[str | None, str]]:
-        """(letter, "Thoughts" text) pairs, for EL assessments (spec_002 §6.7)."""
-        return [(letter, _thoughts(text)) for letter, text in self.samples]
+        """(letter, "Thoughts" text) pairs, for EL assessments."""
+        return [(letter, parse_thoughts(text)) for letter, text in self.samples]
 
 
 def _copy(x: Any) -> Any:
@@ -116,14 +122,9 @@ def _copy(x: Any) -> Any:
     return x
 
 
-def _thoughts(text: str) -> str:
-    m = re.search(r"Thoughts?:\s*(.*?)(?:\n\s*STATUS CODE:|$)", text or "", re.DOTALL)
-    return (m.group(1) if m else text or "").strip()
-
-
-# --- caching (§2.4) ----------------------------------------------------------------------------
+# --- caching ---------------------------------------------------------------------------------
 class ValueCache:
-    """ValueRecords of identical states within one task (spec_002 §2.4, D-cache).
+    """ValueRecords of identical states within one task (docs/methods/debate.md).
 
     Key = sha256(task id ‖ canonical actions ‖ final observation ‖ final action ‖ value-config
     hash ‖ ids of the injected reflections).
@@ -162,34 +163,49 @@ def config_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-# --- SA ----------------------------------------------------------------------------------------
-class SingleValue:
-    """Single-agent multiple-choice value function (spec_002 §2.2)."""
+# --- LM value functions ------------------------------------------------------------------------
+class LMValueFunction:
+    """What the LM value functions share: the model, the scale, the parse-failure rule, and
+    grading samples into a :class:`ValueRecord`."""
 
-    kind = "single"
+    kind = "lm"
+    method = "lm"
+    uses_oracle = False
 
-    def __init__(self, lm: LanguageModel, n: int = 20, temperature: float = 1.0,
-                 top_p: float = 0.95, max_tokens: int = 256, window: int = 2, rubric: bool = True,
-                 scale: str = "unit", parse_failure: str = "skip", retries: int = 2,
-                 reflection_max_words: int = 128):
-        scale_bounds(scale)
-        aggregate([], scale, parse_failure)
+    def __init__(self, lm: LanguageModel, options: ValueOptions | None = None):
+        self.options = options or ValueOptions()
         self.lm = lm
-        self.n, self.window, self.use_rubric = n, window, rubric
-        self.sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
-        self.scale, self.parse_failure, self.retries = scale, parse_failure, retries
-        self.reflection_max_words = reflection_max_words
-        self._rubrics: dict[str, str] = {}
+        self.scale, self.parse_failure = self.options.scale, self.options.parse_failure
 
     def config_hash(self) -> str:
-        return config_hash(["single", self.n, self.window, self.use_rubric, self.sampling,
-                            self.scale, self.parse_failure, getattr(self.lm, "spec", "")])
+        section = getattr(self.options, self.method)
+        return config_hash([self.method, section.model_dump(), self.scale, self.parse_failure,
+                            self.lm.spec])
 
-    async def _call(self, request: ChatRequest, usage: UsageByRole | None):
-        try:
-            return await lm_call(self.lm, request, usage, self.retries, f"value ({request.role})")
-        except LMError as exc:
-            raise ValueCallError(str(exc)) from exc
+    def grade(self, texts: Sequence[str], reflections: Sequence[dict],
+              **extra: Any) -> ValueRecord:
+        """The record of graded samples: mapped letters averaged on the scale."""
+        letters = [parse_status(t) for t in texts]
+        v, fails, all_failed = aggregate(letters, self.scale, self.parse_failure)
+        return ValueRecord(v=v, kind=self.method, samples=list(zip(letters, texts)),
+                           n_parse_fail=fails, all_failed=all_failed,
+                           retrieved_reflection_ids=[str(r.get("id")) for r in reflections],
+                           retrieved_scores=[float(r.get("score", 0.0)) for r in reflections],
+                           **extra)
+
+
+class SingleValue(LMValueFunction):
+    """Single-agent multiple-choice value function (``docs/methods/debate.md``)."""
+
+    method = "single"
+
+    def __init__(self, lm: LanguageModel, options: ValueOptions | None = None):
+        super().__init__(lm, options)
+        single = self.options.single
+        self.n, self.window, self.use_rubric = single.n, single.window, single.rubric
+        self.sampling = {"temperature": single.temperature, "top_p": single.top_p,
+                         "max_tokens": single.max_tokens}
+        self._rubrics: dict[str, str] = {}
 
     async def rubric(self, ctx: Context, reflections: Sequence[dict] = (),
                      usage: UsageByRole | None = None) -> str:
@@ -197,25 +213,19 @@ class SingleValue:
         key = json.dumps([ctx.task_id, ctx.task, ctx.observations[0],
                           [r.get("id") for r in reflections]])
         if key not in self._rubrics:
-            req = ChatRequest(rubric_messages(ctx, reflections, self.reflection_max_words),
+            req = ChatRequest(rubric_messages(ctx, reflections),
                               Sampling(n=1, temperature=0.7 if reflections else 0.0, top_p=1.0,
                                        max_tokens=self.sampling["max_tokens"],
                                        seed=derive_seed(ctx.seed, "rubric")), role="value")
-            comps = await self._call(req, usage)
+            comps = await value_call(self.lm, req, usage)
             self._rubrics[key] = parse_rubric(comps[0].text if comps else "")
         return self._rubrics[key]
 
     async def evaluate(self, ctx: Context, reflections: Sequence[dict] = (),
                        usage: UsageByRole | None = None) -> ValueRecord:
         rubric = await self.rubric(ctx, reflections, usage) if self.use_rubric else None
-        req = ChatRequest(sa_value_messages(ctx, self.window, reflections, rubric,
-                                            self.reflection_max_words),
+        req = ChatRequest(sa_value_messages(ctx, self.window, reflections, rubric),
                           Sampling(n=self.n, seed=derive_seed(ctx.seed, "value"), **self.sampling),
                           role="value")
-        comps = await self._call(req, usage)
-        letters = [parse_status(c.text) for c in comps]
-        v, fails, all_failed = aggregate(letters, self.scale, self.parse_failure)
-        return ValueRecord(v=v, kind="single", samples=list(zip(letters, [c.text for c in comps])),
-                           n_parse_fail=fails, all_failed=all_failed, rubric=rubric,
-                           retrieved_reflection_ids=[str(r.get("id")) for r in reflections],
-                           retrieved_scores=[float(r.get("score", 0.0)) for r in reflections])
+        comps = await value_call(self.lm, req, usage)
+        return self.grade([c.text for c in comps], reflections, rubric=rubric)

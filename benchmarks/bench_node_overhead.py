@@ -1,14 +1,14 @@
 """Benchmark (a): framework overhead per search-tree node with a zero-latency model (issue 7).
 
-The plain MCTS agent of :mod:`clew.search.rmcts` (LM policy and single-agent value, spec_002
-§5.5) plays grid-map tasks through the episode runner, its model a zero-latency
+The plain MCTS agent (the ``mcts`` preset: LM policy and single-agent value,
+``docs/methods/baselines.md``) plays grid-map tasks through the episode runner, its model a zero-latency
 :class:`~clew.agents.lm.fake.FakeLM` that answers a legal-looking move to policy requests and a
 status code (never A, so no early path commit) to value requests. Everything that is not model
 time is framework time: prompts, sampling 20 completions per request and parsing them, merging,
 PUCT, simulator steps and snapshots, value cache, usage accounting, the runner, and the JSON form
 of each tree (built, not written to disk). Target: under 1 ms per node.
 
-For comparison, ``core_ms_per_node`` is the MCTS core alone (:func:`clew.search.mcts.run_search`
+For comparison, ``core_ms_per_node`` is the MCTS core alone (:class:`clew.search.mcts.MCTS`
 with hooks that do nothing). Times are the best of three runs. Prints one JSON line.
 """
 
@@ -23,9 +23,10 @@ from typing import ClassVar
 
 from clew.agents.lm.fake import FakeLM
 from clew.envs.suites import resolve
+from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
-from clew.search.mcts import Evaluation, MCTSConfig, Transition, run_search
-from clew.search.rmcts import make_mcts
+from clew.search.mcts import MCTS, MCTSConfig
+from clew.search.nodes import Evaluation, Transition
 
 MOVES = ("up", "down", "left", "right")
 
@@ -49,8 +50,8 @@ async def agent_run(n_sims: int, steps: int, episodes: int) -> dict:
 
     t0 = time.perf_counter()
     for e in range(episodes):
-        agent = make_mcts(model="fake:unused", search={"n_simulations": n_sims,
-                                                       "branching_factor": 5})
+        agent = build_agent("mcts", model="fake:unused", search={"n_simulations": n_sims,
+                                                                 "branching_factor": 5})
         agent.policy.lm = lm
         agent.value.lm = lm
         await run_episode(agent, tasks[e % len(tasks)], key=f"bench-{e}", max_steps=steps,
@@ -99,7 +100,7 @@ async def core_run(n_sims: int, trees: int) -> tuple[float, int]:
     t0 = time.perf_counter()
     nodes = 0
     for _ in range(trees):
-        nodes += len((await run_search(cfg, NullHooks(), "root")).tree.nodes)
+        nodes += len((await MCTS(cfg).plan(NullHooks(), "root")).tree.nodes)
     return time.perf_counter() - t0, nodes
 
 

@@ -1,6 +1,6 @@
 """Benchmark (c): vLLM throughput during a tree search, and its prefix-cache hit rate (issue 7).
 
-An MCTS run with LM roles (:func:`clew.search.rmcts.make_mcts`: LM policy with ``n`` samples per
+An MCTS run with LM roles (the ``mcts`` preset: LM policy with ``n`` samples per
 expansion, single-agent value with ``n`` samples and a rubric; no reflection, because the memory
 needs FAISS, which the vLLM venv lacks) plays several grid-map tasks at once through the episode
 runner. Its model is the in-process ``vllm`` backend (:class:`clew.agents.lm.vllm_backend.VLLMModel`,
@@ -187,16 +187,16 @@ def lenient_tasks(suite: str, k: int):
 
 
 async def search_run(lm: RecordingLM, args) -> dict:
-    from clew.eval.rundir import RunDir
+    from clew.eval.agents import build_agent
+    from clew.records import RunDir
     from clew.eval.runner import run_suite
-    from clew.search.rmcts import make_mcts
 
     def agent():
-        return make_mcts(model=lm, seed=args.seed,
-                         search={"n_simulations": args.simulations,
-                                 "branching_factor": args.branching},
-                         policy={"n_samples_min": args.samples, "max_tokens": args.max_tokens},
-                         value={"single": {"n": args.samples, "max_tokens": args.max_tokens}})
+        return build_agent("mcts", model=lm, seed=args.seed,
+                           search={"n_simulations": args.simulations,
+                                   "branching_factor": args.branching},
+                           policy={"n_samples_min": args.samples, "max_tokens": args.max_tokens},
+                           value={"single": {"n": args.samples, "max_tokens": args.max_tokens}})
 
     tasks = lenient_tasks(args.suite, args.episodes)
     with tempfile.TemporaryDirectory() as tmp:

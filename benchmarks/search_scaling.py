@@ -19,8 +19,8 @@ import statistics
 import time
 
 from clew.envs.suites import resolve
+from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
-from clew.search.rmcts import make_mcts, make_policy_agent
 
 
 def bootstrap_ci(xs: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -71,9 +71,9 @@ def main() -> None:
             def make(seed, budget=budget, agent=agent):
                 common = {"seed": seed, "policy": {"prior": args.prior}}
                 if agent == "policy-only":
-                    return make_policy_agent(**common)
-                return make_mcts(search={"n_simulations": budget}, value={"noise": args.noise},
-                                 max_steps=args.max_steps, **common)
+                    return build_agent("policy-only", **common)
+                return build_agent("mcts", search={"n_simulations": budget},
+                                   value={"noise": args.noise}, **common)
             t0 = time.perf_counter()
             recs = asyncio.run(run_one(make, tasks, seeds, args.max_steps, args.concurrency))
             row = summarise(suite, agent, budget, recs, time.perf_counter() - t0)

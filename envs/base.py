@@ -12,6 +12,23 @@ Invariants every implementation keeps:
   fresh ``reset`` followed by the same actions.
 * ``restore(snap, keep_clock=True)`` brings the world back but keeps the step counter / budget
   (the ``backtrack`` action of spec_002 §6.10).
+
+Optional hooks. Everything an agent, a heuristic or a metric may ask of an env beyond the core
+loop is declared on :class:`Env` below, once, with a default that is right for an env that does
+not care; callers use these names directly (no ``getattr``). An env overrides only what it has:
+
+==================  =========================================================================
+``family``          the env family (several registered envs may share one); default ``name``
+``max_actions``     actions one step may carry (TextMiniGrid's action sequences); default 1
+``history_window``  chat turns a prompting agent keeps; default ``None`` (all)
+``parse_retries``   re-asks a prompting agent makes on an unparsable answer; default 0
+``prompt_examples`` in-context (user, assistant) pairs for prompts; default none
+``answered``        whether an action's answer is already known (asking again is refused)
+``budget``          the query budget the task states to the agent; default ``None``
+``progress``        ground-truth progress in [0, 1] for heuristic roles and metrics
+``state_key``       hashable world state without the clock, for peek counting
+``oracle``          ground truth for metrics and heuristic baselines
+==================  =========================================================================
 """
 
 from __future__ import annotations
@@ -74,11 +91,17 @@ class Observation:
 
 @dataclass
 class Step:
+    """What one ``step`` returned. ``done``: the task ended the episode (Gymnasium's
+    *terminated*); ``truncated``: an episode rule cut it (the step limit, the invalid streak,
+    the repeat rule; see :mod:`clew.envs.wrappers`), ``truncated_by`` naming the rule."""
+
     obs: Observation
     reward: float = 0.0
     done: bool = False
     valid: bool = True
     info: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
+    truncated_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,12 +125,33 @@ class Env(ABC):
     name: ClassVar[str] = "env"
     flags: ClassVar[EnvFlags] = EnvFlags()
 
-    #: The runner stops an episode after this many invalid actions in a row (spec_002 §0.5
-    #: rule 2); ``None`` for envs whose own spec says how invalid actions count.
+    #: The env family: reports and family-specific code group by it (HillSearch is family
+    #: ``"hill"``). A class that does not set it is its own family, named by ``name``.
+    family: ClassVar[str] = "env"
+
+    #: How many actions one step may carry (TextMiniGrid's action sequences); the
+    #: env enforces it, prompting agents and bots read it. An instance may set its own.
+    max_actions: int = 1
+
+    #: Chat turns (observation, answer pairs) a prompting agent keeps in its prompt; ``None``
+    #: keeps them all. An agent option of the same name overrides it.
+    history_window: int | None = None
+
+    #: How many more times a prompting agent asks, with the same prompt, when it cannot parse
+    #: an answer, before it sends the raw text as the action.
+    parse_retries: int = 0
+
+    #: The episode rules stop an episode after this many invalid actions in a row
+    #: (docs/methods/envs.md#episode-rules); ``None`` for envs whose own rules count them.
     max_invalid_streak: ClassVar[int | None] = 3
 
     task: Task | None = None
     state: Any = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "family" not in cls.__dict__:
+            cls.family = cls.name
 
     # --- the core loop -------------------------------------------------------------------
     @abstractmethod
@@ -159,6 +203,11 @@ class Env(ABC):
     def is_stop(self, action: str) -> bool:
         return False
 
+    def prompt_examples(self) -> list[tuple[str, str]]:
+        """In-context examples as (user, assistant) message pairs, shown before the episode's
+        own turns by prompting agents. Default: none."""
+        return []
+
     # --- facts ---------------------------------------------------------------------------
     def legal_actions(self) -> list[str]:
         """Actions that are valid now (used by heuristic policies and tree search)."""
@@ -171,6 +220,27 @@ class Env(ABC):
     def grade(self) -> float:
         """Ground-truth outcome in [0, 1] (for reporting only, never for agents)."""
         return 0.0
+
+    def progress(self) -> float:
+        """Ground-truth progress of the current state in [0, 1]: how close it is to the goal.
+
+        For heuristic roles (the oracle policy and value of ``clew.agents.heuristics.roles``)
+        and metrics only, like :meth:`oracle`; agents never call it. Default: :meth:`grade`.
+        Families with a better measure override it (gridmap, TextMiniGrid).
+        """
+        return float(self.grade())
+
+    def answered(self, action: str) -> bool:
+        """Whether ``action``'s answer is already known in this episode, so that asking it
+        again would be refused (TreeSearch: a node already opened). Search and the
+        parallel-threads intervention then answer it from memory. Default: False."""
+        return False
+
+    def budget(self) -> int | None:
+        """The query budget N the task states to the agent (the oracle-search envs), which
+        interventions split and hand-offs count down; ``None`` when the env has none (a hidden
+        step limit is not a budget in this sense)."""
+        return None
 
     def state_key(self) -> Any:
         """A hashable summary of the world state without its clock, or ``None``.

@@ -1,4 +1,11 @@
-"""The ``exploration-v1`` suite: all four environment families, small, seen/unseen splits.
+"""The ``exploration-v2`` suite (and ``exploration-v1``): four environment families, small,
+seen/unseen splits.
+
+Versions differ only in the instance generators they ask for (issue 13); everything below
+holds for both. ``exploration-v2`` (current) draws its grid maps with the grid-map generator's
+version 2 and its rooms layouts with the rooms generator's version 2 (tree-like layouts, 7
+balls at 4×4, the best three reachable; see ``docs/methods/instances.md``); its task ids start
+with ``xv2/``. ``exploration-v1`` pins both generators to version 1 and never changes.
 
 Issue 3 item 5: the suite later issues use to collect search data (``train``, seen) and to
 evaluate distilled agents (``test``, unseen). It is deliberately small, so that a CPU search on
@@ -26,7 +33,9 @@ Every task comes from its family's registered generator; nothing is hand-made. C
   PickUp missions whose BabyAI-bot solution is *easy* (L* ≤ 6); seeds whose bot run fails or is
   not easy are skipped, taking the next seed. Default env options (m = 1, 200-step limit).
 
-Task ids are ``xv1/<env>/<configuration>/s<seed>`` and unique across both splits.
+Task ids are ``xv<version>/<env>/<configuration>/s<seed>`` and unique across both splits. The
+grid-map configurations below are low and medium exploration levels, whose maps the two grid-map
+generator versions draw alike (the tasks record the version they asked for).
 """
 
 from __future__ import annotations
@@ -38,8 +47,8 @@ from clew.envs.base import Task
 from clew.envs.registry import generate
 from clew.envs.suites import Suite
 
-NAME = "exploration-v1"
-VERSION = 1
+NAME = "exploration-v{}"
+VERSIONS = (1, 2)
 FIRST_SEED = {"train": 100, "test": 200}
 SEED_SPAN = 100  # a split's seeds stay in [first, first + span)
 
@@ -60,51 +69,65 @@ def _seeds(split: str) -> range:
     return range(first, first + SEED_SPAN)
 
 
-def _named(task: Task, config: str, split: str) -> Task:
-    return replace(task, id=f"xv1/{task.env}/{config}/s{task.seed}", split=split)
+def _named(task: Task, config: str, split: str, version: int) -> Task:
+    return replace(task, id=f"xv{version}/{task.env}/{config}/s{task.seed}", split=split)
 
 
-def gridmap_tasks(split: str) -> list[Task]:
+def gridmap_tasks(split: str, version: int = 1) -> list[Task]:
     seed = _seeds(split)[0]
-    return [_named(generate("gridmap", {"exploration_level": level, "dag_level": dag}, seed + i),
-                   f"{level}-{dag}", split)
+    # the generators' default is their current version: every suite version pins its own
+    gen = {"generator_version": version}
+    return [_named(generate("gridmap", {"exploration_level": level, "dag_level": dag, **gen},
+                            seed + i), f"{level}-{dag}", split, version)
             for i, (level, dag) in enumerate(GRIDMAP)]
 
 
-def rooms_tasks(split: str) -> list[Task]:
+def rooms_tasks(split: str, version: int = 1) -> list[Task]:
     seeds = _seeds(split)
-    return [_named(generate("rooms", dict(ROOMS), seeds[i]), f"{ROOMS['size']}x{ROOMS['size']}",
-                   split) for i in range(ROOMS_TASKS)]
+    params = {**ROOMS, "generator_version": version}
+    return [_named(generate("rooms", dict(params), seeds[i]), f"{ROOMS['size']}x{ROOMS['size']}",
+                   split, version) for i in range(ROOMS_TASKS)]
 
 
-def oracle_search_tasks(split: str) -> list[Task]:
+def oracle_search_tasks(split: str, version: int = 1) -> list[Task]:
     seed = _seeds(split)[0]
-    return [_named(generate(env, dict(params), seed), f"N{params['budget']}", split)
+    return [_named(generate(env, dict(params), seed), f"N{params['budget']}", split, version)
             for env, params in ORACLE_SEARCH.items()]
 
 
-def textminigrid_tasks(split: str) -> list[Task]:
+def textminigrid_tasks(split: str, version: int = 1) -> list[Task]:
     tasks = []
     seeds = iter(_seeds(split))
     for density in TEXTMINIGRID_DENSITIES:
         for seed in seeds:
             task = generate("textminigrid", {"rooms": 1, "density": density}, seed)
             if task.params.get("difficulty") == TEXTMINIGRID_LEVEL:
-                tasks.append(_named(task, f"r1-{density}", split))
+                tasks.append(_named(task, f"r1-{density}", split, version))
                 break
         else:
-            raise ValueError(f"{NAME}: no {TEXTMINIGRID_LEVEL} 1-room textminigrid task with "
-                             f"density {density} among the {split} seeds {_seeds(split)}")
+            raise ValueError(f"{NAME.format(version)}: no {TEXTMINIGRID_LEVEL} 1-room "
+                             f"textminigrid task with density {density} among the {split} "
+                             f"seeds {_seeds(split)}")
     return tasks
 
 
-def split_tasks(split: str) -> list[Task]:
-    return (gridmap_tasks(split) + rooms_tasks(split) + oracle_search_tasks(split)
-            + textminigrid_tasks(split))
+def split_tasks(split: str, version: int = 1) -> list[Task]:
+    return (gridmap_tasks(split, version) + rooms_tasks(split, version)
+            + oracle_search_tasks(split, version) + textminigrid_tasks(split, version))
+
+
+def _suite(version: int) -> Suite:
+    return Suite(NAME.format(version), version,
+                 {split: split_tasks(split, version) for split in ("train", "test")},
+                 "all four families, 3 small tasks per family and split; train seeds 100.., "
+                 f"test seeds 200.. (issue 3); instance generators v{version} (issue 13)")
 
 
 def exploration_v1() -> Suite:
-    """The suite (registered as ``exploration-v1`` in :mod:`clew.envs.suites`)."""
-    return Suite(NAME, VERSION, {split: split_tasks(split) for split in ("train", "test")},
-                 "all four families, 3 small tasks per family and split; train seeds 100.., "
-                 "test seeds 200.. (issue 3)")
+    """Version 1 (registered as ``exploration-v1``): generators pinned to version 1."""
+    return _suite(1)
+
+
+def exploration_v2() -> Suite:
+    """Version 2 (registered as ``exploration-v2``): grid-map and rooms generators v2."""
+    return _suite(2)

@@ -1,6 +1,6 @@
 """Named, versioned task suites with ``train`` (seen) and ``test`` (unseen) splits (DESIGN §2).
 
-A suite is addressed as ``NAME:SPLIT`` (e.g. ``gridmap-v1:test``); a path to a ``.jsonl`` file of
+A suite is addressed as ``NAME:SPLIT`` (e.g. ``gridmap-v2:test``); a path to a ``.jsonl`` file of
 task objects works too (``tasks.jsonl`` or ``tasks.jsonl:test`` to filter by split). Builders are
 pure functions of nothing: the same suite name gives the same tasks on every machine.
 """
@@ -35,6 +35,12 @@ class Suite:
 
 # name -> "module:builder" with builder() -> Suite
 SUITES: dict[str, str] = {
+    "rooms-v2": "clew.envs.rooms.suites:rooms_v2",
+    "rooms-v2-4x4": "clew.envs.rooms.suites:rooms_v2_4x4",
+    "rooms-v2-5x5": "clew.envs.rooms.suites:rooms_v2_5x5",
+    "rooms-v2-7x7": "clew.envs.rooms.suites:rooms_v2_7x7",
+    "rooms-v2-7x7-exploit": "clew.envs.rooms.suites:rooms_v2_7x7_exploit",
+    "rooms-v2-7x7-explore": "clew.envs.rooms.suites:rooms_v2_7x7_explore",
     "rooms-v1": "clew.envs.rooms.suites:rooms_v1",
     "rooms-4x4": "clew.envs.rooms.suites:rooms_4x4",
     "rooms-5x5": "clew.envs.rooms.suites:rooms_5x5",
@@ -43,15 +49,35 @@ SUITES: dict[str, str] = {
     "rooms-7x7-explore": "clew.envs.rooms.suites:rooms_7x7_explore",
     "paper-003-main": "clew.envs.oracle_search.suites:paper_003_main",
     "paper-003-additional": "clew.envs.oracle_search.suites:paper_003_additional",
+    "paper-003-main-v1": "clew.envs.oracle_search.suites:paper_003_main_v1",
+    "paper-003-additional-v1": "clew.envs.oracle_search.suites:paper_003_additional_v1",
     "paper-003-general": "clew.envs.oracle_search.suites:paper_003_general",
     "paper-003-difficulty": "clew.envs.oracle_search.suites:paper_003_difficulty",
+    "gridmap-v2": "clew.envs.gridmap.suites:gridmap_v2",
     "gridmap-v1": "clew.envs.gridmap.suites:gridmap_v1",
     "gridmap-mini": "clew.envs.gridmap.suites:gridmap_mini",
     "gridmap-semantic": "clew.envs.gridmap.suites:gridmap_semantic",
     "textminigrid-45": "clew.envs.textminigrid.suites:textminigrid_45",
     "textminigrid-v1": "clew.envs.textminigrid.suites:textminigrid_v1",
+    "exploration-v2": "clew.envs.exploration_suite:exploration_v2",
     "exploration-v1": "clew.envs.exploration_suite:exploration_v1",
     "miniwob-v1": "clew.envs.browsergym.suites:miniwob_v1",
+}
+
+# Superseded suite -> the suite that replaced it (issue 13: version, don't overwrite). A
+# superseded suite stays loadable and gives exactly its old tasks, so old runs stay comparable;
+# every suite not listed here is current.
+SUPERSEDED_BY: dict[str, str] = {
+    "gridmap-v1": "gridmap-v2",
+    "rooms-v1": "rooms-v2",
+    "rooms-4x4": "rooms-v2-4x4",
+    "rooms-5x5": "rooms-v2-5x5",
+    "rooms-7x7": "rooms-v2-7x7",
+    "rooms-7x7-exploit": "rooms-v2-7x7-exploit",
+    "rooms-7x7-explore": "rooms-v2-7x7-explore",
+    "exploration-v1": "exploration-v2",
+    "paper-003-main-v1": "paper-003-main",
+    "paper-003-additional-v1": "paper-003-additional",
 }
 
 _cache: dict[str, Suite] = {}
@@ -59,6 +85,17 @@ _cache: dict[str, Suite] = {}
 
 def register_suite(name: str, builder: str) -> None:
     SUITES[name] = builder
+
+
+def current_suite(name: str) -> str:
+    """The current suite for ``name``: itself, or the end of its chain of replacements."""
+    seen = {name}
+    while name in SUPERSEDED_BY:
+        name = SUPERSEDED_BY[name]
+        if name in seen:
+            raise ValueError(f"suite replacements form a loop at {name!r}")
+        seen.add(name)
+    return name
 
 
 def get_suite(name: str) -> Suite:

@@ -1,4 +1,5 @@
-"""Run configuration: YAML + ``key=value`` overrides, validated before any work (DESIGN §4).
+"""Run configuration: YAML + ``key=value`` overrides, validated before any work
+(docs/architecture.md).
 
 Errors name the field: ``config error: concurrency: Input should be greater than 0``.
 """
@@ -30,6 +31,9 @@ class EvalConfig(BaseModel):
     max_steps: int | None = Field(None, ge=1)
     max_invalid_streak: int | None = Field(
         None, ge=0, description="stop after N invalid actions in a row; unset = env default, 0 = off")
+    repeat_limit: int | None = Field(
+        None, ge=0, description="stop after N identical actions in a row; unset = env default "
+                                "(5 where the env applies the repeat rule), 0 = off")
     env_options: dict[str, Any] = Field(default_factory=dict)
     resume: bool = False
     shard: str | None = None

@@ -7,18 +7,18 @@ from pathlib import Path
 from typing import Any
 
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
+from clew.eval.agents import build_agent, search_memory_dir
 from clew.eval.config import ConfigError, EvalConfig
 from clew.eval.provenance import clew_version, git_commit
-from clew.eval.rundir import RunDir
 from clew.eval.runner import run_suite
 from clew.eval.summary import aggregate, metrics_document, summary_table
+from clew.records import RunDir
 
 MAX_TASK_ROWS = 12  # summaries list tasks one by one for suites this small
 
 # Fields that must not change when a run is resumed.
 RESUME_KEYS = ("agent", "agent_options", "suite", "repeats", "env_options", "max_steps",
-               "max_invalid_streak", "shard", "limit")
+               "max_invalid_streak", "repeat_limit", "shard", "limit")
 
 
 def default_out(cfg: EvalConfig) -> str:
@@ -52,12 +52,11 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
     tasks = select_tasks(cfg)
     check_agent(cfg)
     run = RunDir(cfg.out or default_out(cfg))
-    if cfg.agent.startswith("rmcts"):
+    if search_memory_dir(cfg.agent, cfg.agent_options):
         # Reflection memory lives in the run directory unless the config names another store
         # (DESIGN §3); a resumed run keeps learning from the same memory.
         memory = cfg.agent_options.setdefault("memory", {})
-        if isinstance(memory, dict) and memory.get("enabled", True):
-            memory.setdefault("dir", str(run.path / "memory"))
+        memory["dir"] = str(run.path / "memory")
     record = cfg.model_dump()
     record["out"] = str(run.path)
     record["clew_version"] = clew_version()
@@ -66,7 +65,8 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
     counts = asyncio.run(run_suite(
         lambda: build_agent(cfg.agent, **cfg.agent_options), tasks, run,
         repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
-        max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak, progress=progress,
+        max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak,
+        repeat_limit=cfg.repeat_limit, progress=progress,
     ))
     agg = finalize(run)
     agg["counts"] = counts

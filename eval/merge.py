@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from clew.eval.evaluate import RESUME_KEYS, finalize
-from clew.eval.rundir import RunDir, atomic_write_text, dumps, read_jsonl
+from clew.records import RunDir, atomic_write_text, dumps, read_jsonl
 
 #: record fields that legitimately differ between two runs of the same episode
 VOLATILE = ("wall_s",)

@@ -1,6 +1,6 @@
 """``clew report RUN... [--out DIR] [--react RUN]``: tables and plots comparing runs (issue 7).
 
-Reads run directories (layout in :mod:`clew.eval.rundir`), aggregates their episode records with
+Reads run directories (layout in :mod:`clew.records.rundir`), aggregates their episode records with
 :mod:`clew.eval.summary` (per-episode values first, then means ignoring undefined values, with
 standard errors; spec_000 §1.10) and writes into ``DIR``::
 
@@ -24,11 +24,10 @@ Decisions:
   comparison across suites is sometimes wanted (seen vs unseen splits), rarely by accident.
 * The ReAct run given with ``--react`` is added to the comparison when it is not already one of
   the runs; "tokens vs ReAct" is the ratio of mean tokens per task.
-* Difficulty levels: any task parameter named in :data:`LEVEL_KEYS`, or ending in ``_level`` or
-  ``difficulty``, at the top of ``params`` or one dict deep (``layout.size``), with scalar values
-  and at least two distinct values over all episodes.
-* The normalised best-found reward is read as ``normalized_reward`` or ``normalised_reward``
-  (the spelling of :mod:`clew.eval.metrics.best_found`).
+* Difficulty levels: the task parameters each env family declares as levels in its registry
+  entry (``EnvEntry.levels``, dotted one dict deep: ``layout.size``), with scalar values and at
+  least two distinct values over all episodes; rows follow the families' declaration order
+  (families by name).
 * Nodes per tree: the search budget from ``agent_options`` (first key of :data:`NODE_KEYS`
   found, nested dicts searched too); without one, the mean node count of the run's saved trees
   (an even sample of at most :data:`MAX_TREES_READ` files).
@@ -49,14 +48,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clew.envs import registry
 from clew.eval import plots
 from clew.eval.metrics import mean_and_stderr
-from clew.eval.rundir import RunDir, atomic_write_bytes, atomic_write_text, clean_json
 from clew.eval.summary import aggregate, episode_numbers
+from clew.records import RunDir, atomic_write_bytes, atomic_write_text, clean_json
 
-#: task parameters read as difficulty levels, in display order
-LEVEL_KEYS = ("difficulty", "level", "exploration_level", "dag_level", "exploitation_demand",
-              "n_rooms", "num_rooms", "rooms", "density", "grid_size", "size")
 #: agent_options keys read as "nodes per tree", first found wins
 NODE_KEYS = ("nodes", "n_nodes", "max_nodes", "n_simulations", "num_simulations", "simulations",
              "budget")
@@ -68,7 +65,6 @@ METRIC_COLUMNS = (
     ("exploration_error", "explore err", 3),
     ("exploitation_error", "exploit err", 3),
     ("normalized_reward", "norm. best reward", 3),
-    ("normalized_reward", "norm. best reward", 3),  # spelling of clew.eval.metrics.best_found
     ("coverage", "coverage", 3),
 )
 GAP_KEYS = ("gap_total", "gap_exploration", "gap_exploitation")
@@ -278,31 +274,29 @@ def gaps_table(runs: list[Run]) -> Table | None:
                  "own per-episode shares, averaged. Undefined values are left out.")
 
 
-def _is_level_key(k: str) -> bool:
-    return k in LEVEL_KEYS or k.endswith(("_level", "difficulty"))
-
-
 def task_levels(rec: dict[str, Any]) -> dict[str, Any]:
-    """Level-like scalar task parameters, top level and one dict deep (``layout.size``)."""
+    """The scalar task parameters the record's env family declares as levels."""
+    task = rec.get("task") or {}
+    params = task.get("params") or {}
     out = {}
-    for k, v in (rec.get("task", {}).get("params") or {}).items():
-        if isinstance(v, dict):
-            out.update({f"{k}.{k2}": v2 for k2, v2 in v.items()
-                        if _is_level_key(k2) and isinstance(v2, (str, int, float, bool))})
-        elif _is_level_key(k) and isinstance(v, (str, int, float, bool)):
-            out[k] = v
+    for key in registry.level_keys(str(task.get("env", ""))):
+        top, _, sub = key.partition(".")
+        value = params.get(top)
+        if sub:
+            value = value.get(sub) if isinstance(value, dict) else None
+        if isinstance(value, (str, int, float, bool)):
+            out[key] = value
     return out
 
 
 def level_keys(runs: list[Run]) -> list[str]:
-    values: dict[str, set] = {}
+    envs = sorted({str((rec.get("task") or {}).get("env", "")) for r in runs for rec in r.records})
+    values: dict[str, set] = {key: set() for env in envs for key in registry.level_keys(env)}
     for r in runs:
         for rec in r.records:
             for k, v in task_levels(rec).items():
-                values.setdefault(k, set()).add(v)
-    keys = [k for k, vs in values.items() if len(vs) > 1]
-    order = {k: i for i, k in enumerate(LEVEL_KEYS)}
-    return sorted(keys, key=lambda k: (order.get(k.rpartition(".")[2], len(order)), k))
+                values[k].add(v)
+    return [k for k, vs in values.items() if len(vs) > 1]
 
 
 _MISSING = object()

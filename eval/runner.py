@@ -1,22 +1,24 @@
-"""The episode runner (DESIGN §2–3, spec_002 §0.5): agents act, envs step, records land on disk.
+"""The episode runner (docs/architecture.md): agents act, envs step, records land on disk.
 
 ``run_episode`` plays one task with one agent and returns its record. ``run_suite`` plays many
 concurrently (asyncio, ``concurrency`` at once), appends each finished episode to the run
 directory as soon as it ends, and skips finished ones on resume.
 
-Early-stop rules before each decision (spec_002 §0.5): the step limit; ``max_invalid_streak``
-invalid actions in a row (``None`` = the env's own ``max_invalid_streak`` attribute, 3 unless the
-env's spec has its own invalid-action rule; ``0`` turns it off); five identical actions in a row
-for envs whose ``flags.repeat_rule_applies``. A rule that fires ends the episode with
-``outcome.stopped_by`` naming it.
+The episode rules (the step limit, ``max_invalid_streak`` invalid actions in a row, the repeat
+rule) are the :class:`~clew.envs.wrappers.EpisodeRules` wrapper around the env: ``None`` follows
+what the env declares, ``0`` turns a rule off. A rule that fires ends the episode with
+``outcome.stopped_by`` naming it; search agents simulate in a copy of the same wrapped env, so
+their trees stop where the runner would.
 
-BACKTRACK (spec_002 §6.10): an agent returns ``Decision(action="backtrack S<k>",
+BACKTRACK (docs/methods/exploratory-learning.md#backtrack-turns): an agent returns
+``Decision(action="backtrack S<k>",
 info={"backtrack": k})``; the runner restores the snapshot of state ``k`` on the current path with
 ``keep_clock=True``, cuts the path back to it and charges one step (recorded as an executed
 interaction). A target that is not on the path, or an env without ``supports_backtrack``, makes
 an invalid step that changes nothing.
 
-Charged simulation (spec_002 §9 D2, ``flags.simulation_mode == "charged"``): a search agent's new
+Charged simulation (``flags.simulation_mode == "charged"``,
+docs/methods/mcts.md#free-and-charged-simulation): a search agent's new
 simulated queries are asked for real while it searches (``Episode.charge``) and appear among the
 executed steps; the query it then commits is not asked twice when the search already paid for it.
 A search that charges nothing new and commits a known query ends the episode
@@ -38,8 +40,9 @@ from clew.agents.base import Agent, Decision, Episode
 from clew.agents.lm.base import LMError
 from clew.envs.base import Env, Observation, Step, Task
 from clew.envs.registry import make_for
+from clew.envs.wrappers import EpisodeRules
 from clew.eval.metrics import score_episode
-from clew.eval.rundir import RunDir
+from clew.records import RunDir
 
 DEFAULT_MAX_STEPS = 1000
 
@@ -52,7 +55,8 @@ def episode_key(task: Task, repeat: int) -> str:
     return f"{task.id}#{repeat}"
 
 
-def _backtrack(env: Env, episode: Episode, snapshots: dict[int, Any], target: Any) -> Step:
+def _backtrack(env: EpisodeRules, episode: Episode, snapshots: dict[int, Any],
+               target: Any) -> Step:
     try:
         k = int(target)
     except (TypeError, ValueError):
@@ -81,18 +85,6 @@ def _flush_trees(episode: Episode, on_tree: Callable[[int, dict[str, Any]], None
     episode.trees.clear()
 
 
-def _stop_rule(episode: Episode, env: Env, max_steps: int, max_invalid_streak: int | None):
-    steps = episode.steps
-    if len(steps) >= max_steps:
-        return "max_steps"
-    if max_invalid_streak and len(steps) >= max_invalid_streak and not any(
-            s.valid for s in steps[-max_invalid_streak:]):
-        return "invalid_streak"
-    if env.flags.repeat_rule_applies and len(steps) >= 5 and len({s.action for s in steps[-5:]}) == 1:
-        return "repeated_action"
-    return None
-
-
 async def run_episode(
     agent: Agent,
     task: Task,
@@ -101,31 +93,30 @@ async def run_episode(
     env_options: dict[str, Any] | None = None,
     max_steps: int | None = None,
     max_invalid_streak: int | None = None,
+    repeat_limit: int | None = None,
     on_tree: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Play one episode; return its record (what ``episodes.jsonl`` holds)."""
     start = time.perf_counter()
-    limit = max_steps or DEFAULT_MAX_STEPS
-    env = make_for(task, **(env_options or {}))
+    env = EpisodeRules(make_for(task, **(env_options or {})), max_steps or DEFAULT_MAX_STEPS,
+                       max_invalid_streak, repeat_limit)
     episode = Episode(task, env, env.reset(task), key or episode_key(task, 0))
-    episode.max_steps = limit
     # Snapshots only for agents that may backtrack: other agents should not pay for them.
     keep_snaps = env.flags.supports_backtrack and getattr(agent, "backtracks", False)
     snapshots = {0: env.snapshot()} if keep_snaps else {}
     next_id = 1
     stopped_by = None
-    if max_invalid_streak is None:
-        max_invalid_streak = getattr(env, "max_invalid_streak", 3)
     while not env.done:
-        stopped_by = _stop_rule(episode, env, limit, max_invalid_streak)
+        stopped_by = env.truncated_by
         if stopped_by:
             break
         charged_before = episode.charged
         decision = await agent.act(episode)
         if not isinstance(decision, Decision):
             decision = Decision(str(decision))
-        if env.done:  # charged simulation spent the budget during the search
+        if env.done or env.truncated_by:  # charged simulation spent the budget during the search
             _flush_trees(episode, on_tree)
+            stopped_by = env.truncated_by
             break
         # Only agents that simulate are charged; any other agent meets the env's own rule on
         # repeated queries.
@@ -137,7 +128,8 @@ async def run_episode(
                 break
             continue  # the search already asked (and paid for) the chosen query
         if "backtrack" in decision.info:
-            step = _backtrack(env, episode, snapshots, decision.info["backtrack"])
+            step = env.account(decision.action,
+                               _backtrack(env, episode, snapshots, decision.info["backtrack"]))
         else:
             step = env.step(decision.action)
             if step.valid:
@@ -148,7 +140,7 @@ async def run_episode(
         episode.record(decision, step)
         _flush_trees(episode, on_tree)
         if decision.info.get("end_episode") and not env.done:
-            stopped_by = "agent_ended"  # e.g. R-MCTS commit_path_and_end (spec_002 D6)
+            stopped_by = "agent_ended"  # e.g. episode.on_value_one = commit_path_and_end
             break
     # Agents may finish asynchronously (R-MCTS writes its reflections here): wait, so their
     # token usage is in the record and nothing is cancelled when the loop closes.
@@ -187,6 +179,7 @@ def _record(agent: Agent, episode: Episode, env: Env, stopped_by: str, wall: flo
             "stopped_by": stopped_by,
             "charged_simulation": episode.charged,
             "peeked_states": episode.peeked_states(),
+            **({} if episode.success_est is None else {"success_est": episode.success_est}),
         },
         "wall_s": round(wall, 4),
     }
@@ -236,6 +229,7 @@ async def run_suite(
     env_options: dict[str, Any] | None = None,
     max_steps: int | None = None,
     max_invalid_streak: int | None = None,
+    repeat_limit: int | None = None,
     progress: bool = True,
 ) -> dict[str, int]:
     """Play every (task, repeat) not yet finished in ``run``; return counts.
@@ -262,6 +256,7 @@ async def run_suite(
                 record = await run_episode(
                     agent_factory(), task, key=key, env_options=env_options,
                     max_steps=max_steps, max_invalid_streak=max_invalid_streak,
+                    repeat_limit=repeat_limit,
                     on_tree=lambda t, tree: run.write_tree(key, t, tree))
             except LMError as exc:
                 aborted = True

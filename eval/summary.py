@@ -78,8 +78,8 @@ def by_task(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def by_env(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Records grouped by environment family: a suite like ``exploration-v1`` mixes families
-    whose metrics mean different things, so comparisons are read per family."""
+    """Records grouped by environment (``task.env``): a suite like ``exploration-v1`` mixes envs
+    whose metrics mean different things, so comparisons are read per env."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault(r.get("task", {}).get("env", "?"), []).append(r)

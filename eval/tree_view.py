@@ -132,7 +132,7 @@ def write_view(tree_path: Path, out: Path | None = None) -> Path:
 
 
 def _nan_free(obj: Any) -> Any:
-    from clew.eval.rundir import clean_json
+    from clew.records import clean_json
 
     return clean_json(obj)
 

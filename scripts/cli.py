@@ -73,8 +73,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from clew.eval.rundir import dumps
     from clew.eval.score import score_lines
+    from clew.records import dumps
 
     path = Path(args.file)
     if not path.exists():
@@ -92,21 +92,25 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    from clew.eval.agents import AGENTS
+    from clew.eval.agents import AGENTS, load_preset, preset_names
 
     for name, path in sorted(AGENTS.items()):
         print(f"{name:24s} {path}")
+    for name in preset_names():
+        print(f"{name:24s} preset of {load_preset(name)['agent']} (configs/agents/{name}.yaml)")
     return 0
 
 
 def cmd_suites(args: argparse.Namespace) -> int:
-    from clew.envs.suites import SUITES, get_suite
+    from clew.envs.suites import SUITES, current_suite, get_suite
 
     for name in sorted(SUITES):
         try:
             suite = get_suite(name)
             sizes = ", ".join(f"{k}={len(v)}" for k, v in suite.splits.items())
-            print(f"{name:24s} v{suite.version}  {sizes}")
+            now = current_suite(name)
+            status = "current" if now == name else f"superseded by {now}"
+            print(f"{name:24s} v{suite.version}  {status:36s} {sizes}")
         except Exception as exc:  # one broken suite must not hide the others
             print(f"{name:24s} (unavailable: {type(exc).__name__}: {exc})")
     return 0
@@ -142,12 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("suites", help="list suites").set_defaults(func=cmd_suites)
 
     for name, (module, help_text) in EXTRA_COMMANDS.items():
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue  # a subcommand that is not built yet
+        mod = importlib.import_module(module)
         p = sub.add_parser(name, help=help_text)
         mod.add_arguments(p)
         p.set_defaults(func=mod.run)

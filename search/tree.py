@@ -1,13 +1,14 @@
-"""Plain-data search tree of one real step (spec_002 §1.2, §1.14), and its JSON form.
+"""Plain-data search tree of one real step (docs/methods/mcts.md), and its JSON form.
 
-The MCTS core (:mod:`clew.search.mcts`), the baselines and the EL flattener (spec_002 §6) all
-work on these three dataclasses. Nodes and edges are also indexed by id in the :class:`Tree`, so a
-flattener can follow a traversal (a list of edge ids) without walking links.
+Every search algorithm (:mod:`clew.search.mcts`, :mod:`clew.search.frontier`) and the EL
+flattener (docs/methods/exploratory-learning.md) work on these three dataclasses. Nodes and edges
+are also indexed by id in the :class:`Tree`, so a flattener can follow a traversal (a list of edge
+ids) without walking links.
 
-Actions are env action strings (``env.parse_action`` output); ``None`` is the NONE action of
-spec_002 §1.3 step 7 (no completion parsed). Whether an edge is a STOP is decided by the caller
-(``env.is_stop``) when the edge is created and stored on the edge, so the tree and the flattener
-never need the env.
+Actions are env action strings (``env.parse_action`` output); ``None`` is the NONE action (no
+completion parsed; docs/methods/mcts.md#stop-and-none-edges). Whether an edge is a STOP is decided
+by the caller (``env.is_stop``) when the edge is created and stored on the edge, so the tree and
+the flattener never need the env.
 
 JSON schema (``tree_to_dict``; ``"schema": "clew.tree/1"``). Snapshots are never serialised.
 Object links become ids::
@@ -20,7 +21,7 @@ Object links become ids::
          "obs": str | null,                        # observation after the incoming action
          "edges": [edge_id, ...],                  # edge order = prior rank = tie-break order
          "expanded": bool, "ns": int, "value": float | null,
-         "value_record": dict | null,              # samples, rationales, debate texts (§2.1)
+         "value_record": dict | null,              # samples, rationales, debate texts
          "terminal": bool,
          "terminal_reason": null | "stop" | "invalid" | "env_done" | "horizon" | "depth"
                             | "early_stop",
@@ -43,8 +44,8 @@ Object links become ids::
     }
 
 Decision kinds: ``single`` (MCTS: one root edge, the most visited), ``path`` (MCTS early stop at
-the top value, §1.8: the edges of the last traversal), ``sequence`` (ToT BFS/DFS and best-first,
-§5.3/§5.4: the path to the best-scoring node, not necessarily the last traversal). The frontier
+the top value: the edges of the last traversal), ``sequence`` (ToT BFS/DFS and best-first: the
+path to the best-scoring node, not necessarily the last traversal). The frontier
 baselines record their visit order the same way as MCTS: one traversal (edge ids from the root)
 per popped node, in pop order.
 """
@@ -57,14 +58,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clew.agents.files import write_atomic
+from clew.records.files import write_atomic
 
 SCHEMA = "clew.tree/1"
 
 
 @dataclass(eq=False)
 class Edge:
-    """An action out of a node (spec_002 §1.2). ``parent``/``child`` are object links."""
+    """An action out of a node (docs/methods/mcts.md). ``parent``/``child`` are object links."""
 
     edge_id: int
     parent: Node
@@ -86,14 +87,14 @@ class Edge:
 
 @dataclass(eq=False)
 class Node:
-    """A state reached by a path of actions from the tree root (spec_002 §1.2)."""
+    """A state reached by a path of actions from the tree root (docs/methods/mcts.md)."""
 
     node_id: int
     parent: Node | None = None
     incoming: Edge | None = None
     depth: int = 0
     obs: str | None = None
-    snap: Any = None            # env snapshot cache (§1.11); never serialised
+    snap: Any = None            # env snapshot cache; never serialised
     edges: list[Edge] = field(default_factory=list)
     expanded: bool = False
     ns: int = 0                 # Ns(s) = sum of N over the edges
@@ -117,7 +118,7 @@ class Node:
 
 @dataclass(eq=False)
 class Tree:
-    """One search tree: nodes/edges by id, expansion order and traversals (spec_002 §1.14)."""
+    """One search tree: nodes/edges by id, expansion order and traversals (docs/methods/mcts.md)."""
 
     nodes: list[Node] = field(default_factory=list)
     edges: list[Edge] = field(default_factory=list)

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from clew.eval.evaluate import finalize
-from clew.eval.rundir import RunDir
-from clew.search.mcts import Evaluation, MCTSConfig, Transition, run_search
+from clew.records import RunDir
+from clew.search.mcts import MCTS, MCTSConfig
+from clew.search.nodes import Evaluation, Transition
 from clew.search.tree import tree_to_dict
 
 #: text that would break out of a <script> block if the viewer embedded it raw
@@ -19,12 +20,12 @@ EVIL = "</script><script>window.pwned=1</script><b>"
 
 
 def record(i: int, *, success: bool | None, agent: str = "agent", kind: str = "lm",
-           params: dict[str, Any] | None = None, metrics: dict[str, Any] | None = None,
+           env: str = "toy", params: dict[str, Any] | None = None, metrics: dict[str, Any] | None = None,
            usage: dict[str, dict[str, int]] | None = None, executed: int = 5,
            simulated: int = 0, wall: float = 1.0, steps: int = 5, repeat: int = 0) -> dict:
     return {
         "key": f"task-{i}#{repeat}", "agent": agent, "agent_kind": kind,
-        "task": {"env": "toy", "params": params or {}, "seed": i, "id": f"task-{i}",
+        "task": {"env": env, "params": params or {}, "seed": i, "id": f"task-{i}",
                  "split": "test"},
         "actions": ["right"] * steps, "steps": [],
         "interactions": {"executed": executed, "simulated": simulated},
@@ -93,4 +94,4 @@ class RandomHooks:
 
 def mcts_tree(seed: int, sims: int) -> dict:
     cfg = MCTSConfig(branching_factor=3, n_simulations=sims, max_depth_actions=4)
-    return tree_to_dict(asyncio.run(run_search(cfg, RandomHooks(seed), "root obs")).tree)
+    return tree_to_dict(asyncio.run(MCTS(cfg).plan(RandomHooks(seed), "root obs")).tree)

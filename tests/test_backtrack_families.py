@@ -31,7 +31,7 @@ class WalkThenBacktrack(BaseAgent):
         self.before = None
 
     async def act(self, episode):
-        env = episode.env
+        env = episode.env.unwrapped        # the world's own snapshots, without the episode rules
         if episode.t == 1:
             self.snap_s1 = env.snapshot()
         if episode.t == self.forward:

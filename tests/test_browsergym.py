@@ -112,6 +112,8 @@ def test_suite_miniwob_v1_has_documented_tasks_seeds_and_budgets():
     assert budgets["miniwob.click-test"] == 3 and budgets["miniwob.enter-text"] == 6
     assert budgets["miniwob.login-user"] == 10
     assert all(t.env == "browsergym" and t.split == "test" for t in test)
+    groups = {t.params["group"] for t in test}
+    assert groups == {"one-step", "two-step", "form"}
 
 
 def test_generator_checks_params():

@@ -1,10 +1,11 @@
-"""The exploration-v1 suite (issue 3 item 5): four families, small, disjoint seen/unseen splits."""
+"""The exploration suites (issue 3 item 5; v2: issue 13): four families, small, disjoint
+seen/unseen splits."""
 
 import asyncio
 import math
 
 import pytest
-from clew.envs.exploration_suite import exploration_v1
+from clew.envs.exploration_suite import exploration_v1, exploration_v2
 from clew.envs.suites import get_suite, resolve
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
@@ -15,18 +16,19 @@ FAMILY = {"gridmap": "gridmap", "rooms": "rooms", "textminigrid": "textminigrid"
 AGENT = {"hillsearch": "random-query", "maxsatsearch": "random-query"}
 
 
-@pytest.fixture(scope="module")
-def suite():
-    return get_suite("exploration-v1")
+@pytest.fixture(scope="module", params=["exploration-v1", "exploration-v2"])
+def suite(request):
+    return get_suite(request.param)
 
 
 def test_registered_and_resolvable(suite):
-    assert suite.name == "exploration-v1" and set(suite.splits) == {"train", "test"}
-    assert resolve("exploration-v1:test") == suite.split("test")
+    assert suite.name in ("exploration-v1", "exploration-v2")
+    assert set(suite.splits) == {"train", "test"}
+    assert resolve(f"{suite.name}:test") == suite.split("test")
 
 
 def test_deterministic(suite):
-    again = exploration_v1()
+    again = {1: exploration_v1, 2: exploration_v2}[suite.version]()
     for split in ("train", "test"):
         assert [t.to_json() for t in again.split(split)] == [t.to_json() for t in suite.split(split)]
 

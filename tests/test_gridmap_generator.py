@@ -69,7 +69,7 @@ def test_generation_is_deterministic_and_seed_dependent():
     c = generate_task({"exploration_level": "high", "dag_level": "hard"}, 3)
     assert a.to_json() == b.to_json()
     assert a.params != c.params
-    assert a.id == "gridmap-high-hard-s2" and a.env == "gridmap" and a.seed == 2
+    assert a.id == "gridmap-v2-high-hard-s2" and a.env == "gridmap" and a.seed == 2
 
 
 def test_configurations_of_one_seed_are_different_maps():

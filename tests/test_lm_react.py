@@ -7,7 +7,8 @@ import asyncio
 import pytest
 from clew.agents.base import Episode
 from clew.agents.lm.fake import FakeLM
-from clew.agents.react import ReActAgent, parse_completion
+from clew.agents.parsing import parse_action
+from clew.agents.react import ReActAgent
 from clew.envs.base import Observation, Task
 from clew.envs.registry import ENVS, generator
 from clew.envs.registry import register as register_env
@@ -98,14 +99,14 @@ def test_env_chat_memory_replaces_the_agent_history():
     ("right", "right"),
     ("I think so. ```left``` then ```right```", "right"),
     ("Next action: ```jump``` ```left```", "left"),
-    ("Next action: right", None),
+    ("Next action: right", "right"),     # a phrase without a fence: the rest of its line
     ("nothing here", None),
     ("", None),
 ])
 def test_parse_order(text, expected):
     env = LineEnv()
     env.reset(line_task(0))
-    assert parse_completion(env, text) == expected
+    assert parse_action(env, text) == expected
 
 
 def test_unparsable_answers_go_to_the_env_as_raw_text():
@@ -141,7 +142,7 @@ def test_seeds_are_deterministic_and_differ_per_step():
 def test_registered_as_react_with_a_spec_string():
     agent = build_agent("react", model="fake:Next action: ```right```", temperature=0.0,
                         max_tokens=32, variant="default", seed=3)
-    assert agent.kind == "lm" and agent.max_tokens == 32
+    assert agent.kind == "lm" and agent.sampling["max_tokens"] == 32
     rec = play(agent, line_task(0, length=2))
     assert rec["outcome"]["success"]
     with pytest.raises(ValueError, match="does not take option"):

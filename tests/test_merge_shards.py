@@ -10,7 +10,7 @@ from clew.envs.base import Task
 from clew.eval.config import EvalConfig
 from clew.eval.evaluate import evaluate
 from clew.eval.merge import MergeError, merge_shards
-from clew.eval.rundir import RunDir
+from clew.records import RunDir
 from clew.scripts.cli import main
 from report_fixtures import record, write_run
 from toyenv import register

@@ -246,7 +246,8 @@ def test_generators_are_pure_and_tasks_round_trip(env, params):
 def test_paper_main_suite():
     test = resolve("paper-003-main:test")
     got = sorted((t.env, t.params.get("instance"), t.params["budget"]) for t in test)
-    want = sorted([("hillsearch", "H-B2", 36), ("hillsearch", "H-B2", 48)]
+    # version 2: the needle-at-6.2 list (H-E3) is the one behind the paper's Table 1 (§7.2)
+    want = sorted([("hillsearch", "H-E3", 36), ("hillsearch", "H-E3", 48)]
                   + [("treesearch", "T-main", n) for n in (36, 48, 60)]
                   + [("maxsatsearch", "M-main", n) for n in (36, 48)])
     assert got == want
@@ -263,10 +264,20 @@ def test_paper_main_suite():
     assert budgets == set(BUDGETS["tree"])
 
 
+def test_hill_instances_swapped_between_versions():
+    def hills(name):
+        return {t.params["instance"] for t in resolve(f"{name}:test") if t.env == "hillsearch"}
+    assert hills("paper-003-main") == hills("paper-003-additional-v1") == {"H-E3"}
+    assert hills("paper-003-additional") == hills("paper-003-main-v1") == {"H-B2"}
+    rest = [t.to_json() for t in resolve("paper-003-main:test") if t.env != "hillsearch"]
+    assert rest == [t.to_json() for t in resolve("paper-003-main-v1:test")
+                    if t.env != "hillsearch"]
+
+
 def test_additional_and_general_suites():
     extra = resolve("paper-003-additional:test")
     assert {t.params.get("instance") for t in extra} == {
-        "H-E3", "T-alt1", "T-alt2", "M-alt1", "M-alt2", "M-alt3"}
+        "H-B2", "T-alt1", "T-alt2", "M-alt1", "M-alt2", "M-alt3"}
     assert len(extra) == 2 + 3 * 2 + 2 * 3
     general = resolve("paper-003-general:test")
     for env in ("hillsearch", "treesearch", "maxsatsearch"):

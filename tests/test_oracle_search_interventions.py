@@ -112,7 +112,7 @@ def test_parallel_best_is_the_best_thread_and_tree_repeats_are_free():
         episode.record(decision, env.step(decision.action))
     threads = episode.scratch["parallel_threads"]["threads"]
     assert len(threads) == 3
-    assert all(th.env.budget == 16 and th.env.clock() <= 16 for th in threads)
+    assert all(th.env.budget() == 16 and th.env.clock() <= 16 for th in threads)
     assert "Queries left: 16." in threads[0].episode.observations[0].text
     union = set()
     for th in threads:

@@ -25,28 +25,32 @@ def usage(prompt: int, completion: int, calls: int, role: str = "policy") -> dic
     return {role: {"prompt_tokens": prompt, "completion_tokens": completion, "calls": calls}}
 
 
+def dag(level: str) -> dict:
+    return {"presets": {"dag_level": level}}  # a level gridmap declares (EnvEntry.levels)
+
+
 # run "search": 4 episodes, one with an undefined exploration error
 SEARCH = [
-    record(0, success=True, agent="rmcts", params={"dag_level": "easy"}, simulated=20,
+    record(0, success=True, agent="rmcts", env="gridmap", params=dag("easy"), simulated=20,
            metrics={"exploration_error": 0.2, "exploitation_error": 0.1, "gap_total": 0.4,
                     "gap_exploration": 0.3, "gap_exploitation": 0.1},
            usage={**usage(100, 20, 2), **usage(30, 10, 1, "value")}, wall=2.0),
-    record(1, success=False, agent="rmcts", params={"dag_level": "hard"}, simulated=40,
+    record(1, success=False, agent="rmcts", env="gridmap", params=dag("hard"), simulated=40,
            metrics={"exploration_error": 0.4, "exploitation_error": 0.3, "gap_total": 0.6,
                     "gap_exploration": 0.5, "gap_exploitation": 0.1},
            usage={**usage(100, 20, 2), **usage(30, 10, 1, "value")}, wall=4.0),
-    record(2, success=True, agent="rmcts", params={"dag_level": "hard"}, simulated=30,
+    record(2, success=True, agent="rmcts", env="gridmap", params=dag("hard"), simulated=30,
            metrics={"exploration_error": None, "exploitation_error": 0.2, "gap_total": 0.2,
                     "gap_exploration": 0.1, "gap_exploitation": 0.1},
            usage={**usage(100, 20, 2), **usage(30, 10, 1, "value")}, wall=3.0),
-    record(3, success=True, agent="rmcts", params={"dag_level": "easy"}, simulated=10,
+    record(3, success=True, agent="rmcts", env="gridmap", params=dag("easy"), simulated=10,
            metrics={"exploration_error": 0.3, "exploitation_error": 0.2, "gap_total": 0.0,
                     "gap_exploration": 0.0, "gap_exploitation": 0.0},
            usage={**usage(100, 20, 2), **usage(30, 10, 1, "value")}, wall=1.0),
 ]
 # run "react": cheaper, worse
 REACT = [
-    record(i, success=(i == 0), agent="react", params={"dag_level": lv}, simulated=0,
+    record(i, success=(i == 0), agent="react", env="gridmap", params=dag(lv), simulated=0,
            metrics={"exploration_error": 0.8, "exploitation_error": 0.5},
            usage=usage(50, 10, 1), wall=0.5)
     for i, lv in enumerate(["easy", "hard", "hard", "easy"])
@@ -107,8 +111,8 @@ def test_gap_table_and_shares(rep):
 
 def test_success_by_level(rep):
     rows = read_csv(rep.out / "tables" / "by_level.csv")
-    assert [(r["parameter"], r["level"]) for r in rows] == [("dag_level", "easy"),
-                                                           ("dag_level", "hard")]
+    assert [(r["parameter"], r["level"]) for r in rows] == [("presets.dag_level", "easy"),
+                                                           ("presets.dag_level", "hard")]
     by = {r["level"]: r for r in rows}
     assert float(by["easy"]["search success"]) == 1.0
     assert float(by["hard"]["search success"]) == 0.5
@@ -223,9 +227,9 @@ def test_fit_line_degenerate_cases():
     assert flat.slope == 0 and math.isnan(flat.r2)
 
 
-def test_levels_one_dict_deep_and_british_normalized_reward(tmp_path):
-    recs = [record(i, success=s, params={"layout": {"size": size, "doors": [1]}, "seed_x": i},
-                   metrics={"normalized_reward": nr})
+def test_levels_one_dict_deep_and_normalized_reward(tmp_path):
+    recs = [record(i, success=s, env="rooms", metrics={"normalized_reward": nr},
+                   params={"layout": {"size": size, "doors": [1]}, "seed_x": i})
             for i, (s, size, nr) in enumerate([(True, 4, 1.0), (False, 7, 0.5), (True, 7, 0.7)])]
     rep = write_report([write_run(tmp_path / "rooms", recs)], tmp_path / "out")
     rows = read_csv(rep.out / "tables" / "by_level.csv")
@@ -233,3 +237,20 @@ def test_levels_one_dict_deep_and_british_normalized_reward(tmp_path):
         ("layout.size", "4", 1.0), ("layout.size", "7", 0.5)]
     summary = read_csv(rep.out / "tables" / "summary.csv")[0]
     assert float(summary["norm. best reward"]) == pytest.approx(2.2 / 3)
+    assert list(summary).count("norm. best reward") == 1
+
+
+def test_levels_are_the_ones_each_family_declares(tmp_path):
+    """A mixed suite: each record's own family says which parameters are levels; a parameter
+    that only looks like a level ("level", "difficulty") is not one unless declared."""
+    recs = [record(i, success=i % 2 == 0, env="gridmap",
+                   params={**dag(("easy", "hard")[i % 2]), "level": i, "difficulty": i})
+            for i in range(4)]
+    recs += [record(4 + i, success=i == 0, env="textminigrid",
+                    params={"difficulty": ("easy", "hard")[i], "rooms": 4, "presets": i})
+             for i in range(2)]
+    rep = write_report([write_run(tmp_path / "mixed", recs)], tmp_path / "out")
+    rows = read_csv(rep.out / "tables" / "by_level.csv")
+    assert [(r["parameter"], r["level"], float(r["mixed success"])) for r in rows] == [
+        ("presets.dag_level", "easy", 1.0), ("presets.dag_level", "hard", 0.0),
+        ("difficulty", "easy", 1.0), ("difficulty", "hard", 0.0)]

@@ -10,10 +10,10 @@ import pytest
 from clew.agents.debate import DebateValue
 from clew.agents.lm.base import LMError
 from clew.agents.lm.fake import FakeLM
+from clew.agents.options import ReflectionOptions
 from clew.agents.prompts import Context
 from clew.agents.reflection import (
     NEG_INF,
-    ReflectionConfig,
     Reflector,
     StepStat,
     TaskRecord,
@@ -95,7 +95,7 @@ def test_debate_failure_raises_value_error():
             raise LMError("judge died")
         return "arg"
     with pytest.raises(ValueCallError, match="judge"):
-        asyncio.run(DebateValue(FakeLM(broken), retries=1).evaluate(ctx()))
+        asyncio.run(DebateValue(FakeLM(broken)).evaluate(ctx()))
 
 
 # --- error attribution ---------------------------------------------------------------------
@@ -188,8 +188,8 @@ def test_improvement_loop_value_first_then_policy():
     stats = [StepStat(q=0.9, v_next=0.1), StepStat(q=0.95, v_next=0.2),
              StepStat(q=0.9, v_next=0.9, value_record=debate)]
     rec = record(stats, r_gt=0.0)
-    cfg = ReflectionConfig()
-    rep = asyncio.run(improve(rec, mem, Reflector(lm), cfg, value_kind="single"))
+    cfg = ReflectionOptions()
+    rep = asyncio.run(improve(rec, mem, Reflector(lm), cfg, value_method="single"))
     # r_est = 1 (mean Q 0.92 > 0.7): policy e = |0.1-.9|=.8, |.2-.95|=.75, |1-.9|=.1
     assert rep.success_used is True
     assert len(mem.stores["policy"]) == 2 and len(mem.stores["value"]) == 1
@@ -203,7 +203,7 @@ def test_improvement_loop_value_first_then_policy():
     # with the ground truth the outcome flips
     mem2 = DictMemory()
     rep2 = asyncio.run(improve(rec, mem2, Reflector(FakeLM(reflector_responder)),
-                               ReflectionConfig(use_gt_success=True), value_kind="debate"))
+                               ReflectionOptions(use_gt_success=True), value_method="debate"))
     assert rep2.success_used is False
     # failure: value scores .85, .7, |.9 - 0| = .9 -> the last state, which has debate data
     assert mem2.stores["value"][0]["mode"] == "judge_critique"

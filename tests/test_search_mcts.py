@@ -8,16 +8,8 @@ import random
 from dataclasses import dataclass
 
 import pytest
-from clew.search.mcts import (
-    Evaluation,
-    Limits,
-    MCTSConfig,
-    Transition,
-    backup,
-    best_root_edge,
-    run_search,
-    select,
-)
+from clew.search.mcts import MCTS, MCTSConfig, backup, best_root_edge, select
+from clew.search.nodes import Evaluation, Transition
 from clew.search.tree import Tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -37,8 +29,9 @@ class ScriptedHooks:
     """A deterministic toy world: state = the path of actions; priors and values are scripted
     by state name (the path joined with '/', root = '')."""
 
-    def __init__(self, priors, values, stops=(), done=()):
+    def __init__(self, priors, values, stops=(), done=(), steps_left=None):
         self.priors = priors          # state -> [(action, prior)]
+        self.steps_left = steps_left  # the episode's step limit minus the real steps taken
         self.values = values          # state -> value
         self.stops, self.done = set(stops), set(done)
         self.state: tuple[str, ...] = ()
@@ -67,7 +60,9 @@ class ScriptedHooks:
         self.steps += 1
         self.state = self.state + (edge.action,)
         s = self.name(self.state)
-        return Transition(obs=f"obs {s}", done=s in self.done)
+        cut = self.steps_left is not None and len(self.state) >= self.steps_left
+        return Transition(obs=f"obs {s}", done=s in self.done,
+                          truncated_by="max_steps" if cut else None)
 
     def snapshot(self):
         return self.state
@@ -76,8 +71,8 @@ class ScriptedHooks:
         self.state = snap
 
 
-def run(cfg, hooks, limits=None):
-    return asyncio.run(run_search(cfg, hooks, "obs root", limits))
+def run(cfg, hooks):
+    return asyncio.run(MCTS(cfg).plan(hooks, "obs root"))
 
 
 def worked_example_hooks():
@@ -101,7 +96,7 @@ def test_worked_example_6_11():
     g = b.child.edges[0]
     assert (c.key, c.n, c.q) == ("C", 1, pytest.approx(0.1))
     assert (g.key, g.n, g.q) == ("G", 1, pytest.approx(0.9))
-    assert res.kind == "single" and res.edges[0] is b     # tie on N -> higher Q
+    assert res.kind == "single" and res.decision[0] is b     # tie on N -> higher Q
     assert hooks.evaluated == ["A", "A/C", "B", "B/G"]
     assert tree.root.ns == 4 and a.child.ns == 1
     assert a.v_next == 0.2 and b.v_next == 0.6
@@ -174,7 +169,7 @@ def test_value_one_stops_search_and_returns_path():
     hooks = worked_example_hooks()
     hooks.values["A/C"] = 1.0
     res = run(MCTSConfig(branching_factor=2, n_simulations=20), hooks)
-    assert res.kind == "path" and [e.key for e in res.edges] == ["A", "C"]
+    assert res.kind == "path" and [e.key for e in res.decision] == ["A", "C"]
     assert res.tree.counters["simulations"] == 2
     assert res.tree.counters["stopped_by"] == "value_one"
     assert res.tree.decision_kind == "path" and len(res.tree.decision_edges) == 2
@@ -183,14 +178,15 @@ def test_value_one_stops_search_and_returns_path():
 def test_horizon_child_is_terminal_zero_and_never_evaluated():
     # T_max = 2 with one executed step: steps_left = 1, so a depth-1 child is at the horizon
     hooks = worked_example_hooks()
-    res = run(MCTSConfig(branching_factor=2, n_simulations=5), hooks, Limits(steps_left=1))
+    hooks.steps_left = 1
+    res = run(MCTSConfig(branching_factor=2, n_simulations=5), hooks)
     assert hooks.evaluated == []
     children = [e.child for e in res.tree.root.edges if e.child]
     assert children and all(c.terminal_reason == "horizon" and c.value == 0.0 for c in children)
     # evaluate mode asks V instead
     hooks = worked_example_hooks()
-    res = run(MCTSConfig(branching_factor=2, n_simulations=3, horizon_value="evaluate"), hooks,
-              Limits(steps_left=1))
+    hooks.steps_left = 1
+    res = run(MCTSConfig(branching_factor=2, n_simulations=3, horizon_value="evaluate"), hooks)
     # sims: A (0.2); A again (0.5 > 0.4, known terminal, no call); B (0.483 < 0.566)
     assert hooks.evaluated == ["A", "B"]
     assert res.tree.counters["simulations"] == 3 and res.tree.counters["value_calls"] == 2
@@ -198,8 +194,8 @@ def test_horizon_child_is_terminal_zero_and_never_evaluated():
 
 def test_done_checked_before_horizon():
     hooks = worked_example_hooks()
-    hooks.done = {"A"}
-    res = run(MCTSConfig(branching_factor=2, n_simulations=1), hooks, Limits(steps_left=1))
+    hooks.done, hooks.steps_left = {"A"}, 1
+    res = run(MCTSConfig(branching_factor=2, n_simulations=1), hooks)
     assert res.tree.root.edges[0].child.terminal_reason == "env_done"
     assert hooks.evaluated == ["A"]
 
@@ -239,11 +235,13 @@ def test_invalid_streak_rule_inside_tree():
     orig = hooks.apply
 
     def invalid_apply(node, edge):
+        # one invalid real step before the tree, every simulated step invalid, streak limit 3
         tr = orig(node, edge)
         tr.valid = False
+        tr.truncated_by = "invalid_streak" if 1 + len(hooks.state) >= 3 else None
         return tr
     hooks.apply = invalid_apply
-    res = run(MCTSConfig(n_simulations=3), hooks, Limits(invalid_streak=1, max_invalid_streak=3))
+    res = run(MCTSConfig(n_simulations=3), hooks)
     b = res.tree.root.edges[0].child.edges[0].child
     assert b.terminal_reason == "early_stop" and b.value == 0.0
 
@@ -253,10 +251,9 @@ def test_time_and_value_call_budgets():
     res = run(MCTSConfig(branching_factor=2, n_simulations=20, max_value_calls=2), hooks)
     assert res.tree.counters["value_calls"] == 2 and res.tree.counters["stopped_by"] == "value_calls"
     ticks = iter(range(100))
-    from clew.search.mcts import MCTS
     hooks = worked_example_hooks()
     res = asyncio.run(MCTS(MCTSConfig(branching_factor=2, n_simulations=20, time_budget_s=3),
-                           hooks, clock=lambda: next(ticks)).run("r"))
+                           clock=lambda: next(ticks)).plan(hooks, "r"))
     assert res.tree.counters["stopped_by"] == "time"
     assert res.tree.counters["simulations"] == 2   # t0=0; checks at 1, 2 pass, 3 stops
 
@@ -313,4 +310,26 @@ def test_invariants_on_random_trees(seed):
             if e.parent.node_id not in seen:
                 seen.add(e.parent.node_id)
                 assert e is max(e.parent.edges, key=lambda x: (x.prior, -x.edge_id))
-    assert not math.isnan(res.edges[0].q)
+    assert not math.isnan(res.decision[0].q)
+
+
+@pytest.mark.parametrize("algorithm", ["mcts", "bfs", "dfs", "best-first"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "0.5", None])
+def test_every_algorithm_rejects_a_value_that_is_not_a_finite_number(algorithm, bad):
+    from clew.search.registry import make_algorithm
+
+    hooks = worked_example_hooks()
+    hooks.values["A"] = bad
+    with pytest.raises(ValueError, match="value function returned"):
+        asyncio.run(make_algorithm({"algorithm": algorithm, "branching_factor": 2,
+                                    "n_simulations": 3}).plan(hooks, "obs root"))
+
+
+def test_unknown_algorithm_and_unread_option_are_named():
+    from clew.search.registry import search_config
+
+    with pytest.raises(KeyError, match="unknown search algorithm 'beam'"):
+        search_config({"algorithm": "beam"})
+    with pytest.raises(ValueError, match="dfs_order"):
+        search_config({"algorithm": "mcts", "dfs_order": "code"})
+    assert search_config({"algorithm": "dfs", "dfs_order": "code"}).dfs_order == "code"

@@ -14,12 +14,13 @@ from clew.training.datasets import (
     load_chat_dataset,
     save_datasets,
 )
+from pydantic import ValidationError
 from training_toys import write_run
 
 
 @pytest.fixture(autouse=True)
 def toy_env(monkeypatch):
-    monkeypatch.setitem(registry.ENVS, "toy-tree", "training_toys:TreeEnv")
+    monkeypatch.setitem(registry.ENVS, "toy-tree", registry.EnvEntry("training_toys:TreeEnv"))
 
 
 def test_subsets_selection_and_metadata(tmp_path):
@@ -41,12 +42,13 @@ def test_subsets_selection_and_metadata(tmp_path):
     assert [w for r, w in weights if r == "assistant"] == [0, 0, 0, 1]
 
 
-def test_selection_by_ground_truth_or_estimate():
+def test_selection_by_ground_truth():
     assert is_selected({"outcome": {"success": True}})
     assert not is_selected({"outcome": {"success": None, "grade": 0.5}})
-    assert is_selected({"outcome": {"success": False, "success_est": True}}, "est")
-    with pytest.raises(ValueError, match="success_est"):
-        is_selected({"key": "k", "outcome": {"success": True}}, "est")
+    assert is_selected({"outcome": {"success": None, "grade": 1.0}})
+    assert not is_selected({"outcome": {"success": False, "success_est": True}})
+    with pytest.raises(ValidationError, match="select_by"):  # the estimate has no producer
+        DataConfig(runs=["r"], select_by="est")
 
 
 def test_jsonl_export_and_reload(tmp_path):
@@ -75,11 +77,25 @@ def test_jsonl_export_and_reload(tmp_path):
     assert json.loads((out / "export_report.json").read_text())["samples"]["el"] == 4
 
 
-def test_bad_episode_file_names_the_line(tmp_path):
-    run = write_run(tmp_path / "run", n_tasks=1, failed=False, without_trees=False)
-    with open(run / "episodes.jsonl", "a") as fh:
-        fh.write("{not json\n")
-    with pytest.raises(ValueError, match=r"episodes.jsonl:2"):
+def test_torn_last_line_dropped_and_bad_inner_line_named(tmp_path, capsys):
+    """`clew data` reads runs as `clew eval --resume` does: a line torn by a kill mid-append is
+    dropped with a warning; a bad line before the end is an error naming file and line."""
+    run = write_run(tmp_path / "run", n_tasks=2, failed=False, without_trees=False)
+    file = run / "episodes.jsonl"
+    clean = file.read_text()
+    n = len(clean.splitlines())
+    assert main(["data", "--out", str(tmp_path / "clean"), str(run)]) == 0
+    with open(file, "a") as fh:
+        fh.write('{"key": "ex-9#0", "task": {"env": "toy-tr')
+    capsys.readouterr()
+    assert main(["data", "--out", str(tmp_path / "torn"), str(run)]) == 0
+    assert f"episodes.jsonl:{n + 1}: dropping a torn last line" in capsys.readouterr().err
+    for name in ("el", "il_all"):
+        assert (tmp_path / "torn" / f"{name}.jsonl").read_text() == \
+               (tmp_path / "clean" / f"{name}.jsonl").read_text()
+    assert file.read_text().startswith(clean)  # a reader never repairs: only --resume does
+    file.write_text("{not json\n" + clean)
+    with pytest.raises(ValueError, match=r"episodes.jsonl:1: corrupt line"):
         build_datasets(DataConfig(runs=[str(run)]))
 
 

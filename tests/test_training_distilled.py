@@ -10,10 +10,10 @@ from clew.agents.distilled import (
     DistilledAgent,
     decide,
     elide,
-    extract_action,
     parse_backtrack,
 )
 from clew.agents.lm.fake import FakeLM
+from clew.agents.parsing import answer_text
 from clew.envs import registry
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
@@ -23,14 +23,14 @@ from training_toys import TreeEnv, raw, worked_example
 
 @pytest.fixture(autouse=True)
 def toy_env(monkeypatch):
-    monkeypatch.setitem(registry.ENVS, "toy-tree", "training_toys:TreeEnv")
+    monkeypatch.setitem(registry.ENVS, "toy-tree", registry.EnvEntry("training_toys:TreeEnv"))
 
 
 def test_answer_parsing_follows_the_answer_phrase():
-    assert extract_action("I think `A` is bad.\nNext action: ```B```") == "B"
-    assert extract_action("Next action: ```A``` then Next action:\n```\nC\n```") == "C"
-    assert extract_action("no phrase ```A``` and ```B```") == "B"
-    assert extract_action("") is None
+    assert answer_text("I think `A` is bad.\nNext action: ```B```") == "B"
+    assert answer_text("Next action: ```A``` then Next action:\n```\nC\n```") == "C"
+    assert answer_text("no phrase ```A``` and ```B```") == "B"
+    assert answer_text("") is None
     assert parse_backtrack("backtrack S3") == (True, 3)
     assert parse_backtrack("Backtrack") == (True, None)
     assert parse_backtrack("go back") == (False, None)

@@ -14,8 +14,8 @@ from clew.envs.base import Task
 from clew.envs.registry import make_for
 from clew.envs.suites import resolve
 from clew.eval.agents import build_agent
-from clew.eval.rundir import RunDir
 from clew.eval.runner import run_episode, run_suite
+from clew.records import RunDir
 from clew.training.datasets import (
     DataConfig,
     build_datasets,

@@ -63,7 +63,7 @@ def test_config_errors_name_the_field(capsys):
 @pytest.fixture(scope="module")
 def el_data(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(registry.ENVS, "toy-tree", "training_toys:TreeEnv")
+        mp.setitem(registry.ENVS, "toy-tree", registry.EnvEntry("training_toys:TreeEnv"))
         root = tmp_path_factory.mktemp("sft")
         run = write_run(root / "run", n_tasks=4, failed=False, without_trees=False)
         ds, report = build_datasets(DataConfig(runs=[str(run)], subsets=["el"]))
@@ -159,7 +159,7 @@ def test_distilled_agent_runs_the_adapter(trained, monkeypatch):
     from clew.eval.runner import run_episode
     from training_toys import worked_example
 
-    monkeypatch.setitem(registry.ENVS, "toy-tree", "training_toys:TreeEnv")
+    monkeypatch.setitem(registry.ENVS, "toy-tree", registry.EnvEntry("training_toys:TreeEnv"))
     cfg, result = trained
     _, _, task = worked_example()
     agent = DistilledAgent(f"hf:{cfg.model}+lora:{result.output_dir}", greedy=True,

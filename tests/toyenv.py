@@ -23,7 +23,7 @@ class LineEnv(Env):
     def reset(self, task: Task) -> Observation:
         self.task = task
         self.length = int(task.params.get("length", 3))
-        self.budget = int(task.params.get("budget", 10))
+        self.limit = int(task.params.get("budget", 10))  # a step limit, not a query budget
         self.state = LineState()
         return self.observation()
 
@@ -43,12 +43,12 @@ class LineEnv(Env):
         a = self.parse_action(action)
         if a is None:
             obs = self.observation()
-            s.done = s.steps >= self.budget
+            s.done = s.steps >= self.limit
             return Step(Observation(f"invalid action {action!r}. " + obs.text, obs.info),
                         0.0, s.done, False)
         s.pos = max(0, s.pos + (1 if a == "right" else -1))
         reward = 1.0 if s.pos == self.length else 0.0
-        s.done = s.pos == self.length or s.steps >= self.budget
+        s.done = s.pos == self.length or s.steps >= self.limit
         return Step(self.observation(), reward, s.done, True)
 
     def instructions(self, variant: str = "default") -> str:
@@ -108,16 +108,19 @@ class QueryEnv(Env):
     def reset(self, task: Task) -> Observation:
         self.task = task
         self.values = [float(v) for v in task.params["values"]]
-        self.budget = int(task.params["budget"])
+        self.n_queries = int(task.params["budget"])
         self.state = QueryState(asked={})
         return self.observation()
 
     def observation(self) -> Observation:
         s = self.state
-        return Observation(f"asked {sorted(s.asked)}; {self.budget - len(s.asked)} left")
+        return Observation(f"asked {sorted(s.asked)}; {self.n_queries - len(s.asked)} left")
 
     def legal_actions(self) -> list[str]:
         return [f"q{k}" for k in range(len(self.values)) if k not in self.state.asked]
+
+    def budget(self) -> int:
+        return self.n_queries
 
     def answered(self, action: str) -> bool:
         a = action.strip()
@@ -132,7 +135,7 @@ class QueryEnv(Env):
                         0.0, s.done, False)
         s.steps += 1
         s.asked[int(a[1:])] = self.values[int(a[1:])]
-        s.done = len(s.asked) >= self.budget
+        s.done = len(s.asked) >= self.n_queries
         return Step(self.observation(), 0.0, s.done, True)
 
     def instructions(self, variant: str = "default") -> str:

@@ -15,10 +15,13 @@ messages have ``weight`` null. Metadata columns: ``task_id``, ``env``, ``source_
 ``episode``, ``agent``, ``kind`` (el | il), ``subset``, ``turn_index``, ``n_backtracks``,
 ``selected_by``.
 
-Decisions: ``select_by="gt"`` (D21) reads ``outcome.success`` (or ``outcome.grade >= 1`` where
-success is undefined); ``"est"`` reads ``outcome.success_est``. No subsampling by default
-(``el_subsample: null``). Episodes that cannot be exported are skipped and counted by reason in
-the report, never silently.
+Decisions: episodes are selected by ground-truth success (D21): ``outcome.success``, or
+``outcome.grade >= 1`` where success is undefined; the ``selected_by`` column says so ("gt").
+Selection by the agent's own success estimate (D21's alternative) is not offered: no agent
+records one in its episodes, so the option could only fail. No subsampling by default.
+Episodes that cannot be exported are skipped and counted by reason in the report, never silently.
+Run directories are read through :class:`clew.records.RunDir`, as ``clew eval --resume``,
+``clew report`` and ``clew merge`` read them.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from typing import Any, Literal
 
 from clew.envs.base import Task
 from clew.envs.registry import make_for
+from clew.records import RunDir, atomic_write_text, write_atomic
+from clew.records.jsonl import numbered_jsonl
 from clew.search.tree import Tree, load_tree
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,7 +52,6 @@ class DataConfig(BaseModel):
 
     runs: list[str] = Field(..., min_length=1, description="run directories to read")
     out: str | None = Field(None, description="output folder (datasets + JSONL + report)")
-    select_by: Literal["gt", "est"] = "gt"
     success_only: bool = True
     el_max_actions: int | None = Field(20, ge=1)
     il_max_actions: int | None = Field(None, ge=1)
@@ -75,33 +79,23 @@ class DataConfig(BaseModel):
 
 # --- reading runs -------------------------------------------------------------------------------
 def read_episodes(run: str | Path) -> list[dict[str, Any]]:
-    """The finished episodes of a run directory; a bad line is an error naming file and line."""
-    path = Path(run) / "episodes.jsonl"
-    if not path.exists():
+    """The finished episodes of a run directory, read like every reader of runs reads them
+    (:meth:`clew.records.RunDir.episodes`: a torn last line is dropped with a warning); a record
+    without the fields export needs is an error naming the file and episode."""
+    run_dir = RunDir(run)
+    if not run_dir.episodes_file.exists():
         raise FileNotFoundError(f"{run} is not a run directory (no episodes.jsonl)")
-    out = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
+    records = run_dir.episodes()
+    for i, rec in enumerate(records, 1):
         for key in ("key", "task", "actions"):
             if key not in rec:
-                raise ValueError(f"{path}:{i}: episode record has no {key!r}")
-        out.append(rec)
-    return out
-
-
-def tree_dir(run: str | Path, key: str) -> Path:
-    """Where the runner writes an episode's trees (eval/rundir.py: '/' becomes '_')."""
-    return Path(run) / "trees" / key.replace("/", "_")
+                raise ValueError(f"{run_dir.episodes_file}: episode record {i} has no {key!r}")
+    return records
 
 
 def read_trees(run: str | Path, key: str) -> dict[int, Tree]:
     """The trees of one episode by real step index (``<step>.json.gz``)."""
-    folder = tree_dir(run, key)
+    folder = RunDir(run).tree_dir(key)
     trees: dict[int, Tree] = {}
     if not folder.is_dir():
         return trees
@@ -112,22 +106,17 @@ def read_trees(run: str | Path, key: str) -> dict[int, Tree]:
     return trees
 
 
-def is_selected(record: dict[str, Any], select_by: str = "gt") -> bool:
-    """Successful episode by ground truth (gt) or by the agent's own estimate (est), §6.2."""
+def is_selected(record: dict[str, Any]) -> bool:
+    """Successful episode by ground truth (docs/methods/exploratory-learning.md)."""
     outcome = record.get("outcome") or {}
-    if select_by == "est":
-        if "success_est" not in outcome:
-            raise ValueError(f"episode {record.get('key')!r}: select_by=est needs "
-                             f"outcome.success_est, which this run does not record")
-        return bool(outcome["success_est"])
     if outcome.get("success") is not None:
         return bool(outcome["success"])
     return float(outcome.get("grade") or 0.0) >= 1.0
 
 
 # --- building -----------------------------------------------------------------------------------
-def _rows(samples: list[Sample], record: dict[str, Any], run: str, kind: str, subset: str,
-          cfg: DataConfig) -> list[dict[str, Any]]:
+def _rows(samples: list[Sample], record: dict[str, Any], run: str, kind: str,
+          subset: str) -> list[dict[str, Any]]:
     task = record["task"]
     rows = []
     for s in samples:
@@ -138,7 +127,7 @@ def _rows(samples: list[Sample], record: dict[str, Any], run: str, kind: str, su
             "source_run": run, "episode": str(record["key"]),
             "agent": str(record.get("agent", "")), "kind": kind, "subset": subset,
             "turn_index": s.turn_index, "n_backtracks": s.n_backtracks,
-            "selected_by": cfg.select_by,
+            "selected_by": "gt",
         })
     return rows
 
@@ -169,7 +158,7 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
         episodes = read_episodes(run)
         for record in _progress(episodes, progress, run):
             report["episodes"] += 1
-            if cfg.success_only and not is_selected(record, cfg.select_by):
+            if cfg.success_only and not is_selected(record):
                 continue
             report["selected"] += 1
             task = Task.from_dict(record["task"])
@@ -185,14 +174,14 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
                 report["il_skipped"][_reason(out.il_skipped)] += 1
             else:
                 report["il_episodes"] += 1
-                rows["il_all"] += _rows(out.il, record, str(run), "il", "il_all", cfg)
+                rows["il_all"] += _rows(out.il, record, str(run), "il", "il_all")
             if out.el_skipped:
                 report["el_skipped"][_reason(out.el_skipped)] += 1
                 continue
             report["el_episodes"] += 1
-            rows["el"] += _rows(out.el, record, str(run), "el", "el", cfg)
+            rows["el"] += _rows(out.el, record, str(run), "el", "el")
             if not out.il_skipped:
-                rows["il_matched"] += _rows(out.il, record, str(run), "il", "il_matched", cfg)
+                rows["il_matched"] += _rows(out.il, record, str(run), "il", "il_matched")
     feats = features()
     datasets = {name: Dataset.from_list(rows[name], features=feats) if rows[name] else
                 Dataset.from_dict({k: [] for k in feats}, features=feats)  # keeps the schema
@@ -247,11 +236,9 @@ def save_datasets(datasets: dict[str, Any], report: dict[str, Any], out: str | P
         ds.save_to_disk(str(out / name))
         for fmt in formats:
             file = out / (f"{name}.jsonl" if fmt == "chat" else f"{name}.{fmt}.jsonl")
-            tmp = file.with_suffix(".tmp")
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.writelines(json.dumps(to_export(row, fmt), ensure_ascii=False) + "\n" for row in ds)
-            tmp.replace(file)
-    (out / "export_report.json").write_text(json.dumps(report, indent=1))
+            write_atomic(file, ((json.dumps(to_export(row, fmt), ensure_ascii=False) + "\n")
+                                .encode("utf-8") for row in ds))
+    atomic_write_text(out / "export_report.json", json.dumps(report, indent=1))
     return out
 
 
@@ -265,13 +252,7 @@ def load_chat_dataset(path: str | Path):
         ds = load_from_disk(str(path))
     elif path.suffix == ".jsonl" and path.exists():
         rows = []
-        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
+        for i, obj in numbered_jsonl(path):
             if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
                 # a bad file line, not a bad argument: ValueError like the other file errors
                 raise ValueError(f"{path}:{i}: a line needs a 'messages' list")  # noqa: TRY004

@@ -29,7 +29,7 @@ class BabyAIBotAgent(BaseAgent):
 
     async def act(self, episode: Episode) -> Decision:
         env = episode.env
-        m = int(getattr(env, "max_actions", 1))
+        m = env.max_actions
         clock = env.clock()
         plan = episode.scratch.get("bot_plan")
         info: dict = {}

@@ -9,9 +9,9 @@ on a CPU with no weights.
   value before the end, and without them its choice among equal values toggles a box or
   overwrites a field until the budget runs out. :class:`~clew.agents.heuristics.roles.HeuristicPolicy` gives these uniform
   priors for web envs, whatever its ``prior`` option says.
-* **Value**: the task's own reward at the end (:func:`progress`: 1 after success, 0 before and
-  after failure); :class:`~clew.agents.heuristics.roles.HeuristicValue` reads it like any family's
-  progress and adds its noise (``value.noise=0`` gives the reward itself).
+* **Value**: the task's own reward at the end: :class:`~clew.agents.heuristics.roles.HeuristicValue`
+  reads the env's ``progress()``, which for web envs is their grade (1 after success, 0 before
+  and after failure), and adds its noise (``value.noise=0`` gives the reward itself).
 
 Decision: with uniform priors, the order of the candidates decides which ones survive the search's
 branching factor and which are tried first (ties go to the first edge). Candidates that the goal
@@ -62,8 +62,3 @@ def candidate_actions(env: Any, previous: str | None = None) -> list[str]:
             click = f"click({e['bid']!r})"
             (named if _mentioned(e.get("text") or e["name"], goal, quoted) else others).append(click)
     return [a for a in fills + named + others if a != previous]
-
-
-def progress(env: Any) -> float:
-    """The value of a web state: the task's reward when it has ended, else 0."""
-    return float(env.grade()) if env.done else 0.0

@@ -1,27 +1,23 @@
-"""Calling a model with usage accounting (spec_002 §7.3).
+"""The one path by which roles and agents call a model: usage accounting per role.
 
-Every LM call made for an episode goes through :func:`call`, which adds the request's usage
-(prompt tokens once, completion tokens over the ``n`` samples, one call) to
-``episode.usage`` under the request's role, so ``episodes.jsonl`` can break tokens down by role.
+:func:`call` sends one request and adds its usage (prompt tokens once, completion tokens over the
+``n`` samples, one call) to ``usage`` under the request's role, so ``episodes.jsonl`` breaks
+tokens down by role. It does not retry: the backends retry transport failures themselves (the
+``openai`` backend: connection errors, timeouts, 408/409/429, 5xx) and raise
+:class:`~clew.agents.lm.base.LMError` when they give up; any other exception is a bug and
+propagates with its traceback.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, request_usage
+from clew.agents.usage import UsageByRole
 
 
-async def call(lm: LanguageModel, request: ChatRequest, episode: Any = None) -> list[Completion]:
-    """``lm.complete(request)``; its usage is recorded in ``episode.usage`` by ``request.role``."""
+async def call(lm: LanguageModel, request: ChatRequest,
+               usage: UsageByRole | None = None) -> list[Completion]:
+    """``lm.complete(request)``; its usage is recorded under ``request.role``."""
     completions = await lm.complete(request)
-    if episode is not None:
-        episode.usage.record(request.role, request_usage(completions))
+    if usage is not None:
+        usage.record(request.role, request_usage(completions))
     return completions
-
-
-async def call_many(lm: LanguageModel, requests: list[ChatRequest],
-                    episode: Any = None) -> list[list[Completion]]:
-    """Several requests sent concurrently (e.g. the two debaters), each one recorded."""
-    return list(await asyncio.gather(*(call(lm, r, episode) for r in requests)))

@@ -121,7 +121,7 @@ class BrowserGymEnv(Env):
 
     def _budget(self) -> None:
         st = self.state
-        if not st.done and st.steps >= self.budget():
+        if not st.done and st.steps >= self.step_budget():
             st.done = st.truncated = True
 
     def _info(self, error: str | None) -> dict[str, Any]:
@@ -184,13 +184,13 @@ class BrowserGymEnv(Env):
         if variant == "criteria":
             return (f"The web task ({name}) succeeds when the page reports the goal reached: "
                     f"{goal} It fails when the page ends the task otherwise or the "
-                    f"{self.budget()} actions are used up.")
+                    f"{self.step_budget()} actions are used up.")
         return (f"Web task ({name}). Goal: {goal}\n"
                 "You act in a web browser. Each observation shows the goal and the page as its "
                 "accessibility tree: one element per line, indented under its container, and the "
                 "elements you can act on carry an id in brackets, e.g. [12] button 'Submit', "
                 "clickable. Act on elements by their id. The task ends when the page reports "
-                f"success or failure, or after {self.budget()} actions.")
+                f"success or failure, or after {self.step_budget()} actions.")
 
     def action_help(self) -> str:
         return (f"{self.grammar.describe()}\nAnswer with exactly one action per turn, e.g. "
@@ -209,7 +209,10 @@ class BrowserGymEnv(Env):
             return []
         return [f"click({e['bid']!r})" for e in self.state.page.elements if e["clickable"]]
 
-    def budget(self) -> int:
+    def step_budget(self) -> int:
+        """The task's step limit (``params["max_steps"]``, or the ``max_steps`` option); it ends
+        the episode with ``info["truncated"]``. Not :meth:`Env.budget`, which is a query budget
+        that interventions divide."""
         if self.max_steps_option is not None:
             return self.max_steps_option
         params = self.task.params if self.task else {}

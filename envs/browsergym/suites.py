@@ -38,8 +38,8 @@ TRAIN_SEEDS = range(100, 110)
 def _tasks(seeds: range, split: str) -> list:
     from dataclasses import replace
 
-    return [replace(generate_task({"task": f"miniwob.{name}", "max_steps": BUDGET[name]}, seed),
-                    split=split)
+    return [replace(generate_task({"task": f"miniwob.{name}", "max_steps": BUDGET[name],
+                                   "group": GROUP[name]}, seed), split=split)
             for name in BUDGET for seed in seeds]
 
 

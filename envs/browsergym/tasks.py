@@ -1,8 +1,9 @@
 """BrowserGym task names, their benchmark packages, and clew tasks for them (docs/web.md).
 
 A clew task for the ``browsergym`` env names one BrowserGym task (``params["task"]``, the gym id
-without its ``browsergym/`` prefix, e.g. ``miniwob.click-button`` or ``webarena.310``) and its step
-budget (``params["max_steps"]``); ``Task.seed`` is the seed BrowserGym's ``reset`` receives.
+without its ``browsergym/`` prefix, e.g. ``miniwob.click-button`` or ``webarena.310``), its step
+budget (``params["max_steps"]``) and optionally a ``group`` label that reports tabulate success by
+(the registry's ``levels``); ``Task.seed`` is the seed BrowserGym's ``reset`` receives.
 
 The benchmark package of a task is imported only when the task is first made, and MiniWoB++ is
 pointed at the task pages that the ``miniwob`` wheel ships (``MINIWOB_URL`` = a ``file://`` URL
@@ -95,11 +96,13 @@ def generate_task(params: dict[str, Any], seed: int) -> Task:
     if not isinstance(name, str) or "." not in name:
         raise ValueError(f"browsergym task params need 'task' = a BrowserGym task name such as "
                          f"'miniwob.click-button', got {name!r}")
-    unknown = set(params) - {"task", "max_steps"}
+    unknown = set(params) - {"task", "max_steps", "group"}
     if unknown:
         raise ValueError(f"browsergym task params: unknown key(s) {', '.join(sorted(unknown))}")
     max_steps = int(params.get("max_steps", DEFAULT_MAX_STEPS))
     if max_steps < 1:
         raise ValueError(f"browsergym task params: max_steps must be >= 1, got {max_steps}")
-    return Task("browsergym", {"task": name, "max_steps": max_steps}, seed,
-                f"{name.removeprefix('miniwob.')}-s{seed}")
+    out = {"task": name, "max_steps": max_steps}
+    if "group" in params:  # a label for reports (the registry's levels), e.g. "one-step"
+        out["group"] = str(params["group"])
+    return Task("browsergym", out, seed, f"{name.removeprefix('miniwob.')}-s{seed}")

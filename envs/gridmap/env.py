@@ -28,6 +28,7 @@ Decisions taken (spec_000 §7):
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -246,12 +247,22 @@ class GridMapEnv(Env):
         st, inst = self._require()
         return [] if st.done else list(inst.moves[st.pos])
 
-    @property
-    def done(self) -> bool:
-        return bool(self.state and self.state.done)
-
     def grade(self) -> float:
         return 1.0 if self.state and self.state.success else 0.0
+
+    def progress(self) -> float:
+        """Ground-truth progress (Env.progress): 1 − D/D0, with D the fewest moves that achieve
+        the goal from here given the full map (:meth:`Instance.moves_to_goal`) and D0 the same
+        from the start; 1 on success, 0 when the goal can no longer be achieved."""
+        st, inst = self._require()
+        if st.success:
+            return 1.0
+        achieved = frozenset(u for u, s in st.status.items() if s == ACHIEVED)
+        d = inst.moves_to_goal(st.pos, achieved)
+        d0 = inst.moves_to_goal(inst.start, frozenset())
+        if not math.isfinite(d) or d0 <= 0:
+            return 0.0
+        return max(0.0, min(1.0, 1.0 - d / max(d0, 1.0)))
 
     def oracle(self) -> GridMapOracle:
         st, inst = self._require()

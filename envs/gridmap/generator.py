@@ -23,6 +23,25 @@ Decisions taken (spec_000 §7):
   order) with a w×w brush, w drawn per corridor from the preset's width set; every other cell
   blocked. The brush block's corner is clamped into the box, so the block always holds the
   path cell and the carved region is connected.
+* Generator versions (``generator_version`` param, recorded in the task's presets; default
+  the current one, :data:`GENERATOR_VERSION`). Old suites pass their version explicitly, so
+  their tasks never change (see ``docs/methods/instances.md``).
+
+  - **1**: the D16 carving above and nothing else. Its high-exploration maps are only about
+    70% open (9×9 hard maps: 57 of 81 cells on average over 200 seeds), far from the mostly
+    open maps the paper's instance statistics imply (D16's sanity target).
+  - **2**: version 1's carving, then an *open-fraction floor* ``min_open`` per exploration
+    level (high 0.9; medium and low none): while fewer than ``min_open``·W·H cells are open,
+    carve one more L-shaped corridor, with a brush width drawn from the same width set, from
+    the start to a uniformly drawn blocked cell (a corridor that leads to no node, i.e. an open
+    area or a dead end). Corridors keep the preset's 2–3 cell widths and every carved cell
+    stays connected to the start. Version 2 draws from the same streams as version 1 and the
+    floor only adds draws after them, so a version-2 map contains the version-1 map of the
+    same (params, seed): same start, nodes, DAG and names, more open cells, a larger budget.
+    Medium and low maps are identical in both versions. Why a floor rather than another
+    corridor rule: every start-anchored L-corridor rule we measured (star, chains between
+    nodes, all pairs) left 9×9 high/hard maps at 71–87% open on average with a long low
+    tail; a floor states the target directly.
 * D17 start and node cells: uniform random distinct cells; ``min_spacing`` (Manhattan distance
   between any two of start and nodes, default 0 = none) is an option, by rejection sampling.
 * D18 presets: exploration_level high/medium/low ↔ (ρ, widths) = (0.10, {2,3}), (0.25, {1,2,3}),
@@ -42,7 +61,8 @@ from typing import Any
 from clew.envs.base import Task
 from clew.envs.gridmap.instance import Cell, Instance, bfs, build_instance
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
+GENERATOR_VERSIONS = (1, 2)
 
 #: dag_level -> node count (goal included) and the §2.1 probability tables, as [value, p] pairs.
 DAG_PRESETS: dict[str, dict[str, Any]] = {
@@ -62,6 +82,8 @@ MAP_PRESETS: dict[str, dict[str, Any]] = {
     "medium": {"density": 0.25, "widths": [1, 2, 3]},
     "low": {"density": 0.40, "widths": [1]},
 }
+#: exploration_level -> the version-2 open-fraction floor (0 = none).
+MIN_OPEN: dict[str, float] = {"high": 0.9, "medium": 0.0, "low": 0.0}
 EXPLORATION_LEVELS = ("high", "medium", "low")
 DAG_LEVELS = ("easy", "medium", "hard")
 _DAG_ALIASES = {"small": "easy", "large": "hard"}
@@ -70,6 +92,7 @@ _DEMAND_TO_LEVEL = {"low": "high", "medium": "medium", "high": "low"}
 _KNOWN_PARAMS = {
     "exploration_level", "exploitation_demand", "dag_level", "alpha", "beta", "aspect",
     "fixed_size", "min_spacing", "num_nodes", "density", "widths", "max_layer_size",
+    "generator_version", "min_open",
 }
 _NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
@@ -78,8 +101,10 @@ def generate_task(params: dict[str, Any], seed: int) -> Task:
     """The registered generator: ``params`` names the presets (and optional overrides)."""
     inst = generate_instance(params, seed)
     p = inst.presets
+    # version-1 ids stay as they were; later versions say theirs, so runs never mix them up
+    tag = "" if p["generator_version"] == 1 else f"v{p['generator_version']}-"
     return Task(env="gridmap", params=inst.to_params(), seed=seed,
-                id=f"gridmap-{p['exploration_level']}-{p['dag_level']}-s{seed}")
+                id=f"gridmap-{tag}{p['exploration_level']}-{p['dag_level']}-s{seed}")
 
 
 def resolve_presets(params: dict[str, Any]) -> dict[str, Any]:
@@ -117,12 +142,20 @@ def resolve_presets(params: dict[str, Any]) -> dict[str, Any]:
         "alpha": 3, "beta": 1.0, "aspect": 1.0, "fixed_size": None, "min_spacing": 0,
         "max_layer_size": 3,
     }
+    version = params.get("generator_version", GENERATOR_VERSION)
+    if version not in GENERATOR_VERSIONS or isinstance(version, bool):
+        raise ValueError(f"gridmap generator: generator_version {version!r} is not one of "
+                         f"{', '.join(map(str, GENERATOR_VERSIONS))}")
+    if version >= 2:
+        out["min_open"] = MIN_OPEN[level]
+    elif params.get("min_open") is not None:
+        raise ValueError("gridmap generator: min_open needs generator_version 2 or later")
     for key in ("alpha", "beta", "aspect", "fixed_size", "min_spacing", "num_nodes", "density",
-                "widths", "max_layer_size"):
+                "widths", "max_layer_size", "min_open"):
         if key in params and params[key] is not None:
             out[key] = params[key]
     _check_presets(out)
-    out["generator_version"] = GENERATOR_VERSION
+    out["generator_version"] = version
     return out
 
 
@@ -141,6 +174,8 @@ def _check_presets(p: dict[str, Any]) -> None:
         raise bad("aspect", "must be positive")
     if not isinstance(p["max_layer_size"], int) or p["max_layer_size"] < 1:
         raise bad("max_layer_size", "must be a positive integer")
+    if "min_open" in p and not 0 <= float(p["min_open"]) <= 1:
+        raise bad("min_open", "must be in [0, 1]")
     fs = p["fixed_size"]
     if fs is not None and (not isinstance(fs, (list, tuple)) or len(fs) != 2
                            or not all(isinstance(v, int) and v >= 1 for v in fs)):
@@ -151,7 +186,9 @@ def generate_instance(params: dict[str, Any], seed: int) -> Instance:
     """spec_000 §2.3: DAG, names, grid size, placement, carving; B = alpha·|M|."""
     p = resolve_presets(params)
     n_nodes = p["num_nodes"]
-    base = f"clew/gridmap/v{GENERATOR_VERSION}/{int(seed)}/{p['dag_level']}"
+    # The stream names keep their version-1 spelling in every version: a later version differs
+    # from version 1 only where its rules differ (see the module docstring).
+    base = f"clew/gridmap/v1/{int(seed)}/{p['dag_level']}"
     rng_dag = random.Random(f"{base}/dag")
     rng_names = random.Random(f"{base}/names")
     rng_map = random.Random(f"{base}/{p['exploration_level']}/layout")
@@ -163,12 +200,12 @@ def generate_instance(params: dict[str, Any], seed: int) -> Instance:
         raise ValueError(f"gridmap generator: a {width}x{height} grid cannot hold {n_nodes} "
                          "nodes plus the start")
     start, loc, cells = carve_layout(rng_map, width, height, n_nodes, p["widths"],
-                                     int(p["min_spacing"]))
+                                     int(p["min_spacing"]), float(p.get("min_open", 0.0)))
     dag = {names[u]: [[names[v] for v in option] for option in prereq[u]] for u in range(n_nodes)}
     return build_instance(width, height, cells, start, dag,
                           {names[u]: loc[u] for u in range(n_nodes)}, names[goal],
                           alpha=p["alpha"], seed=int(seed), presets=p,
-                          generator_version=GENERATOR_VERSION)
+                          generator_version=p["generator_version"])
 
 
 # --- DAG ---------------------------------------------------------------------------------------
@@ -274,8 +311,11 @@ def grid_size(p: dict[str, Any], n_nodes: int) -> tuple[int, int]:
 
 
 def carve_layout(rng: random.Random, width: int, height: int, n_nodes: int, widths: list[int],
-                 min_spacing: int = 0) -> tuple[Cell, list[Cell], frozenset[Cell]]:
-    """D16–D17: place start and nodes, carve L-shaped w×w corridors start→node."""
+                 min_spacing: int = 0, min_open: float = 0.0,
+                 ) -> tuple[Cell, list[Cell], frozenset[Cell]]:
+    """D16–D17: place start and nodes, carve L-shaped w×w corridors start→node; then, while
+    fewer than ``min_open``·W·H cells are open, a corridor from the start to a random blocked
+    cell (version 2's floor; 0 draws nothing more, which is version 1)."""
     box = [(x, y) for x in range(width) for y in range(height)]
     for _ in range(10_000):
         start = rng.choice(box)
@@ -289,15 +329,25 @@ def carve_layout(rng: random.Random, width: int, height: int, n_nodes: int, widt
     order = list(range(n_nodes))
     rng.shuffle(order)
     for u in order:
-        w = min(rng.choice(widths), width, height)
-        x_first = rng.random() < 0.5
-        for (x, y) in l_path(start, loc[u], x_first):
-            cx, cy = min(x, width - w), min(y, height - w)
-            carved.update((cx + i, cy + j) for i in range(w) for j in range(w))
+        _corridor(rng, carved, start, loc[u], widths, width, height)
+    need = math.ceil(min_open * width * height - 1e-9)
+    while len(carved) < need:
+        blocked = [c for c in box if c not in carved]
+        _corridor(rng, carved, start, rng.choice(blocked), widths, width, height)
     cells = frozenset(carved)
     reached = bfs(cells, start)
     assert reached.keys() == cells, "carving left a disconnected cell"  # by construction
     return start, loc, cells
+
+
+def _corridor(rng: random.Random, carved: set[Cell], a: Cell, b: Cell, widths: list[int],
+              width: int, height: int) -> None:
+    """Carve one L-shaped a→b corridor with a w×w brush, w drawn from ``widths``."""
+    w = min(rng.choice(widths), width, height)
+    x_first = rng.random() < 0.5
+    for (x, y) in l_path(a, b, x_first):
+        cx, cy = min(x, width - w), min(y, height - w)
+        carved.update((cx + i, cy + j) for i in range(w) for j in range(w))
 
 
 def l_path(a: Cell, b: Cell, x_first: bool) -> list[Cell]:

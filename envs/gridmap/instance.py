@@ -13,6 +13,8 @@ a tuple of parent names; ``()`` means primitive. The DAG rules shared by the env
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -144,6 +146,41 @@ class Instance:
 
     def parents(self, name: str) -> set[str]:
         return {p for option in self.node_by_name[name].options for p in option}
+
+    @cached_property
+    def _moves_to_goal(self) -> dict[tuple[Cell, frozenset[str]], float]:
+        return {}  # memo of moves_to_goal: search asks again for the states it revisits
+
+    def moves_to_goal(self, pos: Cell, achieved: frozenset[str]) -> float:
+        """Fewest moves to achieve the goal from ``pos`` with ``achieved`` done and the whole
+        map known (inf when impossible): Dijkstra over (cell, achieved set), walking shortest
+        paths between node cells and assuming the cells passed on the way achieve nothing, so
+        the result is an upper bound. Ground truth for ``GridMapEnv.progress``."""
+        if self.goal in achieved:
+            return 0.0
+        key = (pos, achieved)
+        if key in self._moves_to_goal:
+            return self._moves_to_goal[key]
+        best = math.inf
+        heap = [(0, 0, pos, achieved)]
+        seen: dict[tuple, int] = {}
+        counter = 0  # heap tie-breaker: cells and frozensets do not compare
+        while heap:
+            d, _, cell, got = heapq.heappop(heap)
+            if self.goal in got:
+                best = d
+                break
+            if seen.get((cell, got), math.inf) <= d:
+                continue
+            seen[(cell, got)] = d
+            for node in self.nodes:
+                if node.name in got or not prec(node, got):
+                    continue
+                counter += 1
+                heapq.heappush(heap, (d + self.distances(cell, node.cell), counter, node.cell,
+                                      got | {node.name}))
+        self._moves_to_goal[key] = best
+        return best
 
     # --- (de)serialisation ---------------------------------------------------------------
     def to_params(self) -> dict[str, Any]:

@@ -245,7 +245,7 @@ class HillSearchEnv(OracleSearchEnv):
         return prompts.hill_schema()
 
     def _first_text(self) -> str:
-        return prompts.hill_first(self.budget)
+        return prompts.hill_first(self.n_queries)
 
     def _parse(self, text: str) -> tuple[float | None, str | None]:
         text = strip_fences(text)

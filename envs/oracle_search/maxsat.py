@@ -164,7 +164,7 @@ class MaxSatSearchEnv(OracleSearchEnv):
         return prompts.maxsat_schema(self.n)
 
     def _first_text(self) -> str:
-        return prompts.maxsat_first(self.budget, self.m)
+        return prompts.maxsat_first(self.n_queries, self.m)
 
     def _feedback(self, bits: str, value: float) -> str:
         return prompts.maxsat_feedback(int(value), self.remaining)

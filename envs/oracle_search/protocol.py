@@ -79,7 +79,6 @@ class OracleSearchEnv(Env):
     ``instructions``, ``handoff_message`` and ``optimum``.
     """
 
-    family: ClassVar[str] = ""
     flags: ClassVar[EnvFlags] = EnvFlags(
         deterministic=True, supports_backtrack=False, outcome_mode="graded_at_end",
         simulation_mode="charged", repeat_rule_applies=False)
@@ -90,7 +89,7 @@ class OracleSearchEnv(Env):
         self.seed = int(seed)
         self.handoff_include_graph = bool(handoff_include_graph)
         self.state: SearchState = SearchState()
-        self.budget = 0
+        self.n_queries = 0
         self.silent_retries = SILENT_RETRIES
         self.loud_retries = LOUD_RETRIES
 
@@ -100,7 +99,8 @@ class OracleSearchEnv(Env):
             raise ValueError(f"{self.name}: task {task.id!r} belongs to env {task.env!r}")
         params = task.params
         self.task = task
-        self.budget = _positive_int(params.get("budget"), f"task {task.id!r} params.budget")
+        self.n_queries = _positive_int(params.get("budget"),
+                                       f"task {task.id!r} params.budget")
         proto = params.get("protocol", {}) or {}
         unknown = set(proto) - {"silent_retries", "loud_retries"}
         if unknown:
@@ -113,8 +113,8 @@ class OracleSearchEnv(Env):
         self.state = SearchState()
         self._init_extra()
         text = self._first_text()
-        self.state.obs = Observation(text, {"budget": self.budget, "remaining": self.budget,
-                                            "family": self.family})
+        self.state.obs = Observation(text, {"budget": self.n_queries,
+                                            "remaining": self.n_queries, "family": self.family})
         return self.state.obs
 
     # --- the loop ------------------------------------------------------------------------
@@ -173,9 +173,13 @@ class OracleSearchEnv(Env):
         return self.state.obs
 
     # --- facts ---------------------------------------------------------------------------
+    def budget(self) -> int:
+        """The task's query budget N (Env.budget)."""
+        return self.n_queries
+
     @property
     def remaining(self) -> int:
-        return self.budget - self.state.steps
+        return self.n_queries - self.state.steps
 
     @property
     def best_value(self) -> float:

@@ -4,9 +4,20 @@ A task is one (instance, budget N) pair; repeated episodes of a task come from t
 repeats (the instance is static, the agent's randomness varies). All HillSearch tasks use
 ``denominator="2w"`` [D §7.1: the reading consistent with the paper's baseline figures].
 
-* ``paper-003-main`` — test: H-B2 (N 36, 48), T-main (N 36, 48, 60), M-main (N 36, 48).
-* ``paper-003-additional`` — test: H-E3 (N 36, 48), T-alt1 and T-alt2 (N 36, 48, 60),
-  M-alt1..3 (N 36, 48).
+* ``paper-003-main`` (version 2) — test: H-E3 (N 36, 48), T-main (N 36, 48, 60), M-main
+  (N 36, 48). Reproduces the baseline rows of the paper's main results (Table 1, and the
+  instances behind Tables 2, 3, 14, 15).
+* ``paper-003-additional`` (version 2) — test: H-B2 (N 36, 48), T-alt1 and T-alt2
+  (N 36, 48, 60), M-alt1..3 (N 36, 48). Reproduces the additional-instance tables of
+  Appendix E.3 (Hill: Table 7; MaxSat: Tables 10–12; Tree: the E.3 tables of T-alt1/T-alt2).
+* ``paper-003-main-v1`` / ``paper-003-additional-v1`` — the version-1 contents (H-B2 in main,
+  H-E3 in additional), kept so runs made with them stay comparable; superseded.
+
+Hill labels (issue 13; ``docs/results.md``): the paper's appendix names the needle-at-1.3 list (H-B2) as its
+main instance, but the main table's baseline row is reproduced by the needle-at-6.2 list (H-E3),
+and Table 7's by H-B2 (measured with ``benchmarks/baselines_003.py``; see ``docs/results.md``).
+Version 2 therefore swaps the Hill instances between the two suites; the instances keep their
+appendix names, so a task id (``H-E3/N36``) says which function it is.
 * ``paper-003-general`` — the E.4 sets: test = 50 instances per family at N = 48 (seeds 0..49),
   train = 50 more per family (seeds 1000..1049).
 * ``paper-003-difficulty`` — the E.5 sweep at N = 36: test = one instance per level (seed 0)
@@ -130,21 +141,53 @@ def e5_tasks(seeds: tuple[int, ...], split: str) -> list[Task]:
 
 # --- the suites ---------------------------------------------------------------------------------
 
-def paper_003_main() -> Suite:
+#: The fixed instances of each suite version: {version: {family: [instance, ...]}}.
+MAIN = {1: {"hill": ["H-B2"], "tree": ["T-main"], "maxsat": ["M-main"]},
+        2: {"hill": ["H-E3"], "tree": ["T-main"], "maxsat": ["M-main"]}}
+ADDITIONAL = {1: {"hill": ["H-E3"], "tree": ["T-alt1", "T-alt2"],
+                  "maxsat": ["M-alt1", "M-alt2", "M-alt3"]},
+              2: {"hill": ["H-B2"], "tree": ["T-alt1", "T-alt2"],
+                  "maxsat": ["M-alt1", "M-alt2", "M-alt3"]}}
+
+
+def _main(name: str, version: int) -> Suite:
+    hill_name = MAIN[version]["hill"][0]
     return Suite(
-        "paper-003-main", 1,
+        name, version,
         {"train": e4_tasks(range(20000, 20010), "train", BUDGETS, "train"),
-         "test": fixed_tasks({"hill": ["H-B2"], "tree": ["T-main"], "maxsat": ["M-main"]})},
-        "spec_003 main instances (H-B2, T-main, M-main) at the paper's budgets")
+         "test": fixed_tasks(MAIN[version])},
+        f"spec_003 main instances ({hill_name}, T-main, M-main) at the paper's budgets"
+        + (" (paper Table 1)" if version >= 2 else " (v1: Hill instance of Table 7)"))
+
+
+def _additional(name: str, version: int) -> Suite:
+    hill_name = ADDITIONAL[version]["hill"][0]
+    return Suite(
+        name, version,
+        {"train": e4_tasks(range(30000, 30010), "train", BUDGETS, "train"),
+         "test": fixed_tasks(ADDITIONAL[version])},
+        f"spec_003 additional instances (E.3; Hill {hill_name}) at the paper's budgets"
+        + (" (paper Tables 7-12)" if version >= 2 else " (v1: Hill instance of Table 1)"))
+
+
+def paper_003_main() -> Suite:
+    """Main results: H-E3, T-main, M-main (the paper's Table 1 baseline rows)."""
+    return _main("paper-003-main", 2)
 
 
 def paper_003_additional() -> Suite:
-    return Suite(
-        "paper-003-additional", 1,
-        {"train": e4_tasks(range(30000, 30010), "train", BUDGETS, "train"),
-         "test": fixed_tasks({"hill": ["H-E3"], "tree": ["T-alt1", "T-alt2"],
-                              "maxsat": ["M-alt1", "M-alt2", "M-alt3"]})},
-        "spec_003 additional instances (E.3) at the paper's budgets")
+    """Additional instances: H-B2 (Table 7), T-alt1/T-alt2, M-alt1..3 (Tables 10-12)."""
+    return _additional("paper-003-additional", 2)
+
+
+def paper_003_main_v1() -> Suite:
+    """Version 1 of ``paper-003-main`` (H-B2 in place of H-E3); superseded."""
+    return _main("paper-003-main-v1", 1)
+
+
+def paper_003_additional_v1() -> Suite:
+    """Version 1 of ``paper-003-additional`` (H-E3 in place of H-B2); superseded."""
+    return _additional("paper-003-additional-v1", 1)
 
 
 def paper_003_general() -> Suite:

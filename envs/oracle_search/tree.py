@@ -244,7 +244,7 @@ class TreeSearchEnv(OracleSearchEnv):
         gates = list(self.children[self.root])
         self._rng("start", 0).shuffle(gates)
         return prompts.tree_first(len(self.parent), self.adjacency_lines(), self.root,
-                                  self.budget, gates)
+                                  self.n_queries, gates)
 
     def _feedback(self, node: int, value: float) -> str:
         new = list(self.children[node])

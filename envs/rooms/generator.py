@@ -10,35 +10,100 @@ A drawn layout is kept only if
 
 Otherwise the next layout is drawn from the same generator (still a function of the seed).
 
-Params (all optional): ``size`` (4), ``n_balls`` (5), ``connectivity``
-(``minigrid_connect_all`` | ``tree``), ``start`` (``random`` | ``corner``), ``extra_door_prob``
-(0), ``door_budget_slack`` (0), ``check_explorable`` (true), plus the env's task params
-``n_episodes`` (20), ``instruction`` (``task``), ``call_cap_extra`` (10), ``end_when_stuck``
-(true). ``layout_id`` instead takes a frozen layout from ``layouts.json``.
+Params (all optional): ``generator_version`` (1 | 2, default the current one,
+:data:`GENERATOR_VERSION`), ``size`` (4), ``n_balls``, ``connectivity``
+(``minigrid_connect_all`` | ``tree`` | ``ust``), ``start`` (``random`` | ``corner`` |
+``centre``), ``extra_door_prob`` (0), ``door_budget_slack`` (0), ``check_explorable`` (true),
+plus the env's task params ``n_episodes`` (20), ``instruction`` (``task``), ``call_cap_extra``
+(10), ``end_when_stuck`` (true). ``layout_id`` instead takes a frozen layout.
 
-The frozen layouts: three test layouts per size (``4x4-a`` .. ``7x7-c``, seeds 1000·n + i,
-the paper's 3 layouts per size, spec §2.1) and ten train layouts per size (``4x4-t0`` ..,
-seeds 1000·n + 100 + i). Rebuild with ``python -m clew.envs.rooms.generator``; a test checks
-the file still equals what the seeds give.
+**Generator versions** (defaults per version; explicit params override them):
+
+* **1** — ``minigrid_connect_all`` doors, a random start, 5 balls per layout. Its layouts
+  connect rooms with loops, and its 7×7 layouts put the good balls near the end of the door
+  budget (R^max as low as 9), so random-walk statistics drift from the paper's.
+* **2** — the tree-like reading of the layouts (``docs/methods/instances.md``):
+  a uniformly random spanning tree (``ust``); a random start among the rooms at most 4 doors
+  more eccentric than the tree's centre (``centre_slack`` 4: on 4×4 and 5×5 trees nearly any
+  room, on 7×7 trees no start at the tip of a long branch, where the budget C, still the
+  start's eccentricity, would send a random walk the long way to the far side); balls per size {4: 7, 5: 5, 7: 4} (the spec's tree reading, other
+  sizes 5); and one more acceptance rule, *best three reachable*: R^max must equal the sum of
+  the K = 3 largest rewards, i.e. the budget lets one episode collect the three best balls,
+  and *R^max near its expectation*: within ±3 of the expected sum of the best three of b
+  integer U{1..10} rewards (24.0 / 21.5 / 19.5 for b = 7 / 5 / 4), so that three
+  layouts per size are representative rather than lucky or unlucky draws. Version-2 layouts
+  record ``generator_version`` and these rules in their meta.
+
+The frozen layouts of each version: three test layouts per size (the paper's 3 layouts per
+size, spec §2.1; version 1 ``4x4-a`` .. ``7x7-c``, version 2 ``v2-4x4-a`` ..), seeds
+1000·n + i, and ten train layouts per size (``4x4-t0`` .., ``v2-4x4-t0`` ..), seeds
+1000·n + 100 + i. Rebuild with ``python -m clew.envs.rooms.generator --version N``; a test
+checks each file still equals what the seeds give.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import sys
+from math import comb
 from typing import Any
 
 from clew.envs.base import Task
-from clew.envs.rooms.layouts import LAYOUTS_FILE, Layout, frozen_layout, random_layout
+from clew.envs.rooms.layouts import LAYOUTS_FILES, Layout, frozen_layout, random_layout
 
 LAYOUT_PARAMS = ("size", "n_balls", "connectivity", "start", "extra_door_prob",
-                 "door_budget_slack")
+                 "door_budget_slack", "centre_slack")
 ENV_PARAMS = ("n_episodes", "instruction", "call_cap_extra", "end_when_stuck")
 SIZES = (4, 5, 7)
 TEST_IDS = ("a", "b", "c")
 N_TRAIN = 10
-MAX_ATTEMPTS = 100
+MAX_ATTEMPTS = 500
+GENERATOR_VERSION = 2
+#: per version: layout defaults, and whether the best three balls must be jointly reachable
+VERSIONS: dict[int, dict[str, Any]] = {
+    1: {"defaults": {}, "best_three": False, "rmax_tolerance": None},
+    2: {"defaults": {"connectivity": "ust", "start": "centre", "centre_slack": 4},
+        "best_three": True,
+        "rmax_tolerance": 3},
+}
+V2_BALLS = {4: 7, 5: 5, 7: 4}  # the tree reading (docs/methods/instances.md); else 5
+ID_PREFIX = {1: "", 2: "v2-"}
+
+
+def version_options(version: int, size: int, options: dict[str, Any]) -> dict[str, Any]:
+    """The version's layout defaults under the explicit ``options``."""
+    if version not in VERSIONS:
+        raise ValueError(f"rooms generator: generator_version {version!r} is not one of "
+                         f"{', '.join(map(str, VERSIONS))}")
+    out = dict(VERSIONS[version]["defaults"])
+    if version >= 2:
+        out["n_balls"] = V2_BALLS.get(size, 5)
+    out.update(options)
+    return out
+
+
+def expected_best(n_balls: int, k: int = 3, lo: int = 1, hi: int = 10) -> float:
+    """E[sum of the k largest of n_balls i.i.d. integer U{lo..hi} rewards] (exact).
+
+    The j-th largest is >= v iff at least j rewards are >= v, so E = Σ_j Σ_v P(Bin >= j).
+    """
+    total = 0.0
+    for j in range(1, k + 1):
+        for v in range(lo, hi + 1):
+            p = (hi - v + 1) / (hi - lo + 1)
+            total += sum(comb(n_balls, m) * p**m * (1 - p) ** (n_balls - m)
+                         for m in range(j, n_balls + 1))
+    return total + (lo - 1) * min(k, n_balls)
+
+
+def best_three_reachable(layout: Layout) -> bool:
+    """Can one episode collect the K best balls (R^max = their sum)?"""
+    from clew.envs.rooms.solver import layout_best_route
+
+    best = sorted((b.reward for b in layout.balls), reverse=True)[:layout.max_pickups]
+    return layout_best_route(layout).value == sum(best)
 
 
 def explorer_closes_gap(layout: Layout, n_episodes: int = 20) -> bool:
@@ -66,20 +131,34 @@ def layout_dict(layout: Layout) -> dict[str, Any]:
 
 
 def make_layout(size: int, seed: int, *, layout_id: str = "", check_explorable: bool = True,
-                n_episodes: int = 20, **options: Any) -> Layout:
-    """The first acceptable layout drawn from ``Random(seed)``."""
+                n_episodes: int = 20, generator_version: int = 1, **options: Any) -> Layout:
+    """The first acceptable layout drawn from ``Random(seed)`` by the given generator version."""
     from clew.envs.rooms.solver import layout_best_route
 
+    options = version_options(generator_version, size, options)
+    rules = VERSIONS[generator_version]
+    best_three, tolerance = rules["best_three"], rules["rmax_tolerance"]
     rng = random.Random(seed)
     for attempt in range(MAX_ATTEMPTS):
         layout = random_layout(size, rng, **options)
-        if layout_best_route(layout).value <= 0:
+        rmax = layout_best_route(layout).value
+        if rmax <= 0:
+            continue
+        if best_three and not best_three_reachable(layout):
+            continue
+        if tolerance is not None and abs(
+                rmax - expected_best(len(layout.balls), layout.max_pickups)) > tolerance:
             continue
         if check_explorable and not explorer_closes_gap(layout, n_episodes):
             continue
         meta = {"seed": seed, "attempt": attempt,
                 "connectivity": options.get("connectivity", "minigrid_connect_all"),
                 "n_balls": options.get("n_balls", 5)}
+        if generator_version >= 2:  # version-1 meta stays as it was
+            meta.update(generator_version=generator_version,
+                        start=options.get("start", "random"),
+                        centre_slack=options.get("centre_slack", 0), best_three=best_three,
+                        rmax_tolerance=tolerance)
         return Layout(layout.size, layout.start, layout.doors, layout.balls,
                       layout.door_budget, layout.max_pickups, layout_id, meta)
     raise ValueError(f"rooms: no acceptable {size}x{size} layout in {MAX_ATTEMPTS} draws "
@@ -88,7 +167,7 @@ def make_layout(size: int, seed: int, *, layout_id: str = "", check_explorable: 
 
 def generate_task(params: dict[str, Any], seed: int) -> Task:
     """A rooms task: a frozen layout (``layout_id``) or a fresh one drawn from ``seed``."""
-    known = {*LAYOUT_PARAMS, *ENV_PARAMS, "layout_id", "check_explorable"}
+    known = {*LAYOUT_PARAMS, *ENV_PARAMS, "layout_id", "check_explorable", "generator_version"}
     unknown = set(params) - known
     if unknown:
         raise ValueError(f"rooms generator: unknown param(s) {', '.join(sorted(unknown))}; "
@@ -100,40 +179,50 @@ def generate_task(params: dict[str, Any], seed: int) -> Task:
     else:
         options = {k: params[k] for k in LAYOUT_PARAMS if k in params and k != "size"}
         size = int(params.get("size", 4))
-        task_id = f"rooms-{size}x{size}-s{seed}"
+        version = params.get("generator_version", GENERATOR_VERSION)
+        task_id = f"rooms-{ID_PREFIX.get(version, '')}{size}x{size}-s{seed}"
         layout = make_layout(size, seed, layout_id=task_id,
                              check_explorable=bool(params.get("check_explorable", True)),
-                             n_episodes=int(params.get("n_episodes", 20)), **options)
+                             n_episodes=int(params.get("n_episodes", 20)),
+                             generator_version=version, **options)
     return Task("rooms", {"layout": layout.to_dict(), **env_params}, seed=seed, id=task_id)
 
 
-def frozen_specs() -> list[tuple[str, int, int]]:
-    """(layout id, size, seed) of every frozen layout."""
-    specs = []
+def frozen_specs(version: int = 1) -> list[tuple[str, int, int]]:
+    """(layout id, size, seed) of every frozen layout of a generator version."""
+    pre, specs = ID_PREFIX[version], []
     for n in SIZES:
-        specs += [(f"{n}x{n}-{x}", n, 1000 * n + i) for i, x in enumerate(TEST_IDS)]
-        specs += [(f"{n}x{n}-t{i}", n, 1000 * n + 100 + i) for i in range(N_TRAIN)]
+        specs += [(f"{pre}{n}x{n}-{x}", n, 1000 * n + i) for i, x in enumerate(TEST_IDS)]
+        specs += [(f"{pre}{n}x{n}-t{i}", n, 1000 * n + 100 + i) for i in range(N_TRAIN)]
     return specs
 
 
-def build_frozen() -> dict[str, Any]:
+def build_frozen(version: int = 1) -> dict[str, Any]:
+    command = "python -m clew.envs.rooms.generator" + ("" if version == 1 else
+                                                       f" --version {version}")
+    about = ("spec_001 §2.2" if version == 1  # version 1's note stays as it was
+             else f"generator version {version}, docs/methods/instances.md")
     return {
-        "version": 1,
-        "note": "Dark Treasure Rooms layouts (spec_001 §2.2); built by "
-                "`python -m clew.envs.rooms.generator`; never regenerate during experiments.",
-        "layouts": [make_layout(n, seed, layout_id=lid).to_dict()
-                    for lid, n, seed in frozen_specs()],
+        "version": version,
+        "note": f"Dark Treasure Rooms layouts ({about}); built by `{command}`; "
+                "never regenerate during experiments.",
+        "layouts": [make_layout(n, seed, layout_id=lid, generator_version=version).to_dict()
+                    for lid, n, seed in frozen_specs(version)],
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    data = build_frozen()
+    ap = argparse.ArgumentParser(description="rebuild a frozen rooms layout file")
+    ap.add_argument("--version", type=int, default=1, choices=sorted(VERSIONS),
+                    help="generator version whose file to rebuild (default 1: layouts.json)")
+    version = ap.parse_args(argv).version
+    data = build_frozen(version)
     # one layout per line: readable diffs, small file
     rows = ",\n".join(json.dumps(d, sort_keys=True) for d in data["layouts"])
     head = json.dumps({k: v for k, v in data.items() if k != "layouts"}, sort_keys=True)
     text = head[:-1] + ', "layouts": [\n' + rows + "\n]}\n"
-    LAYOUTS_FILE.write_text(text)
-    print(f"wrote {len(data['layouts'])} layouts to {LAYOUTS_FILE}", file=sys.stderr)
+    LAYOUTS_FILES[version].write_text(text)
+    print(f"wrote {len(data['layouts'])} layouts to {LAYOUTS_FILES[version]}", file=sys.stderr)
     return 0
 
 

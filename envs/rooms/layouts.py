@@ -5,23 +5,29 @@ column ``c`` (0 = west). A door joins two side-by-side rooms and is one object w
 seen from both rooms. Balls lie in rooms and give their reward when picked up. The start room,
 the door budget C and the pickup limit K belong to the layout.
 
-Frozen layouts (the suites' instances) live in ``layouts.json`` next to this module and are
-never regenerated during experiments (spec_001 §5 #1); :func:`frozen_layout` loads them.
-``python -m clew.envs.rooms.generator`` rebuilds the file from the fixed seeds.
+Frozen layouts (the suites' instances) live in ``layouts.json`` (generator version 1) and
+``layouts_v2.json`` (version 2) next to this module and are never regenerated during
+experiments (spec_001 §5 #1); :func:`frozen_layout` loads them.
+``python -m clew.envs.rooms.generator [--version N]`` rebuilds a file from the fixed seeds.
 
 Decisions (spec_001 §5):
 
 * Connectivity ``minigrid_connect_all`` [#1]: repeatedly pick a random room and a random wall
   that has a neighbour, add a door there if there is none, until every room is reachable from
-  the start. ``tree`` (randomised DFS spanning tree) is the alternative; ``extra_door_prob``
-  adds doors between further adjacent pairs.
-* 5 balls per layout [#2], never in the start room, two may share a room; rewards are integers
-  1..10 [#3]; C = eccentricity of the start room plus ``door_budget_slack`` [#4].
+  the start. ``tree`` (randomised DFS spanning tree) and ``ust`` (a uniformly random spanning
+  tree, Wilson's algorithm: loop-erased random walks) are the tree-like alternatives;
+  ``extra_door_prob`` adds doors between further adjacent pairs.
+* Start room ``random`` (uniform), ``corner`` (room 0) or ``centre``: uniform among the rooms
+  whose eccentricity in the door graph is at most the least one (the radius) plus
+  ``centre_slack`` (drawn after the doors; the generator's version 2).
+* 5 balls per layout by default [#2], never in the start room, two may share a room; rewards
+  are integers 1..10 [#3]; C = eccentricity of the start room plus ``door_budget_slack`` [#4].
 * Names: distinct colour names from :mod:`.colours`, one per door and per ball.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -34,9 +40,11 @@ from typing import Any
 
 from clew.envs.rooms.colours import COLOURS
 
-LAYOUTS_FILE = Path(__file__).with_name("layouts.json")
+LAYOUTS_FILE = Path(__file__).with_name("layouts.json")  # generator version 1
+LAYOUTS_FILES = {1: LAYOUTS_FILE, 2: Path(__file__).with_name("layouts_v2.json")}
 NAME_RE = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)*$")
-CONNECTIVITY = ("minigrid_connect_all", "tree")
+CONNECTIVITY = ("minigrid_connect_all", "tree", "ust")
+STARTS = ("random", "corner", "centre")
 WALLS = ("north", "east", "south", "west")  # canonical door order in a room (spec §2.6)
 
 
@@ -274,6 +282,7 @@ def random_layout(
     start: str = "random",
     extra_door_prob: float = 0.0,
     door_budget_slack: int = 0,
+    centre_slack: int = 0,
     max_pickups: int = 3,
     reward_range: tuple[int, int] = (1, 10),
 ) -> Layout:
@@ -282,12 +291,15 @@ def random_layout(
         raise ValueError(f"rooms: grid size must be >= 2, got {size}")
     if connectivity not in CONNECTIVITY:
         raise ValueError(f"rooms: connectivity must be one of {CONNECTIVITY}, got {connectivity!r}")
-    if start not in ("random", "corner"):
-        raise ValueError(f"rooms: start must be 'random' or 'corner', got {start!r}")
+    if start not in STARTS:
+        raise ValueError(f"rooms: start must be one of {', '.join(STARTS)}, got {start!r}")
     n_rooms = size * size
-    start_room = rng.randrange(n_rooms) if start == "random" else 0
+    # "centre" picks its start once the doors exist; the walk is rooted at a random room then
+    start_room = rng.randrange(n_rooms) if start in ("random", "centre") else 0
     pairs: set[tuple[int, int]] = set()
-    if connectivity == "tree":
+    if connectivity == "ust":
+        pairs = wilson_tree(size, rng, start_room)
+    elif connectivity == "tree":
         seen, stack = {start_room}, [start_room]
         while stack:  # randomised DFS
             u = stack[-1]
@@ -314,6 +326,8 @@ def random_layout(
                 if u < v and (u, v) not in pairs and rng.random() < extra_door_prob:
                     pairs.add((u, v))
     door_pairs = sorted(pairs)
+    if start == "centre":
+        start_room = rng.choice(centre_rooms(size, door_pairs, centre_slack))
     ball_rooms = [rng.choice([r for r in range(n_rooms) if r != start_room])
                   for _ in range(n_balls)]
     rewards = [rng.randint(*reward_range) for _ in range(n_balls)]
@@ -329,19 +343,62 @@ def random_layout(
     return Layout(size, start_room, doors, balls, budget, max_pickups)
 
 
+def wilson_tree(size: int, rng: random.Random, root: int) -> set[tuple[int, int]]:
+    """A uniformly random spanning tree of the n×n room grid (Wilson's algorithm).
+
+    From each room not yet in the tree (in index order), walk at random until the tree is hit,
+    erasing loops as they close; the loop-free path joins the tree.
+    """
+    in_tree, pairs = {root}, set()
+    for first in range(size * size):
+        path, where = [first], {first: 0}
+        while path[-1] not in in_tree:
+            nxt = rng.choice(neighbours(path[-1], size))
+            if nxt in where:  # a loop closed: erase it
+                del path[where[nxt] + 1:]
+                where = {room: i for i, room in enumerate(path)}
+            else:
+                where[nxt] = len(path)
+                path.append(nxt)
+        in_tree.update(path)
+        pairs.update((min(a, b), max(a, b)) for a, b in itertools.pairwise(path))
+    return pairs
+
+
+def centre_rooms(size: int, door_pairs: list[tuple[int, int]], slack: int = 0) -> list[int]:
+    """Rooms whose eccentricity is at most the least one plus ``slack``, in index order
+    (``slack=0``: the door graph's centre)."""
+    adjacency: dict[int, set[int]] = {r: set() for r in range(size * size)}
+    for a, b in door_pairs:
+        adjacency[a].add(b)
+        adjacency[b].add(a)
+    ecc = {r: max(bfs(adjacency, r).values()) for r in adjacency}
+    least = min(ecc.values())
+    return [r for r in sorted(ecc) if ecc[r] <= least + slack]
+
+
 # --- frozen layouts -------------------------------------------------------------------------
 _frozen: dict[str, dict[str, Any]] | None = None
 
 
 def frozen_layouts() -> dict[str, dict[str, Any]]:
-    """All frozen layouts as JSON dicts, by id (read once from ``layouts.json``)."""
+    """All frozen layouts of every generator version as JSON dicts, by id (read once).
+
+    Version-1 ids are ``4x4-a`` ..; version-2 ids carry a ``v2-`` prefix, so ids never clash.
+    """
     global _frozen
     if _frozen is None:
-        try:
-            data = json.loads(LAYOUTS_FILE.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{LAYOUTS_FILE}: cannot read the frozen layouts: {exc}") from None
-        _frozen = {d["id"]: d for d in data["layouts"]}
+        found: dict[str, dict[str, Any]] = {}
+        for path in LAYOUTS_FILES.values():
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError) as exc:
+                raise ValueError(f"{path}: cannot read the frozen layouts: {exc}") from None
+            for d in data["layouts"]:
+                if d["id"] in found:
+                    raise ValueError(f"{path}: layout id {d['id']!r} is also in another file")
+                found[d["id"]] = d
+        _frozen = found
     return _frozen
 
 
@@ -349,4 +406,4 @@ def frozen_layout(layout_id: str) -> Layout:
     layouts = frozen_layouts()
     if layout_id not in layouts:
         raise KeyError(f"rooms: no frozen layout {layout_id!r}; known: {', '.join(layouts)}")
-    return Layout.from_dict(layouts[layout_id], where=f"{LAYOUTS_FILE.name}:{layout_id}")
+    return Layout.from_dict(layouts[layout_id], where=f"frozen layout {layout_id}")

@@ -6,16 +6,21 @@
 * ``train`` (seen): ten other frozen layouts per size (``4x4-t0`` ..), one run each (seed 0),
   for collecting search data.
 
-Suites: ``rooms-v1`` (all sizes), ``rooms-4x4``, ``rooms-5x5``, ``rooms-7x7`` (one size, the
-task-oriented instruction), ``rooms-7x7-exploit`` and ``rooms-7x7-explore`` (7×7 with the soft
-lower / upper bound instruction, §3.4). Every task carries its full layout, so a task file is
-self-contained.
+Suites, per generator version of the frozen layouts (see :mod:`clew.envs.rooms.generator`):
+
+* version 2 (current): ``rooms-v2`` (all sizes), ``rooms-v2-4x4``, ``rooms-v2-5x5``,
+  ``rooms-v2-7x7`` (one size, the task-oriented instruction), ``rooms-v2-7x7-exploit`` and
+  ``rooms-v2-7x7-explore`` (7×7 with the soft lower / upper bound instruction, §3.4);
+* version 1 (superseded, kept so old runs stay comparable): ``rooms-v1``, ``rooms-4x4``,
+  ``rooms-5x5``, ``rooms-7x7``, ``rooms-7x7-exploit``, ``rooms-7x7-explore``.
+
+Every task carries its full layout, so a task file is self-contained.
 """
 
 from __future__ import annotations
 
 from clew.envs.base import Task
-from clew.envs.rooms.generator import N_TRAIN, SIZES, TEST_IDS
+from clew.envs.rooms.generator import ID_PREFIX, N_TRAIN, SIZES, TEST_IDS
 from clew.envs.rooms.layouts import frozen_layouts
 from clew.envs.suites import Suite
 
@@ -34,15 +39,17 @@ def _tasks(layout_ids: list[str], runs: int, split: str, instruction: str) -> li
     ]
 
 
-def _suite(name: str, sizes: tuple[int, ...], instruction: str = "task") -> Suite:
-    test = [f"{n}x{n}-{x}" for n in sizes for x in TEST_IDS]
-    train = [f"{n}x{n}-t{i}" for n in sizes for i in range(N_TRAIN)]
+def _suite(name: str, sizes: tuple[int, ...], instruction: str = "task",
+           version: int = 1) -> Suite:
+    pre = ID_PREFIX[version]
+    test = [f"{pre}{n}x{n}-{x}" for n in sizes for x in TEST_IDS]
+    train = [f"{pre}{n}x{n}-t{i}" for n in sizes for i in range(N_TRAIN)]
     return Suite(
-        name, 1,
+        name, version,
         {"train": _tasks(train, 1, "train", instruction),
          "test": _tasks(test, RUNS_PER_LAYOUT, "test", instruction)},
         f"Dark Treasure Rooms {'/'.join(f'{n}x{n}' for n in sizes)}, {N_EPISODES} episodes "
-        f"per run, instruction '{instruction}' (spec_001)",
+        f"per run, instruction '{instruction}', layouts v{version} (spec_001)",
     )
 
 
@@ -68,3 +75,27 @@ def rooms_7x7_exploit() -> Suite:
 
 def rooms_7x7_explore() -> Suite:
     return _suite("rooms-7x7-explore", (7,), "explore")
+
+
+def rooms_v2() -> Suite:
+    return _suite("rooms-v2", SIZES, version=2)
+
+
+def rooms_v2_4x4() -> Suite:
+    return _suite("rooms-v2-4x4", (4,), version=2)
+
+
+def rooms_v2_5x5() -> Suite:
+    return _suite("rooms-v2-5x5", (5,), version=2)
+
+
+def rooms_v2_7x7() -> Suite:
+    return _suite("rooms-v2-7x7", (7,), version=2)
+
+
+def rooms_v2_7x7_exploit() -> Suite:
+    return _suite("rooms-v2-7x7-exploit", (7,), "exploit", version=2)
+
+
+def rooms_v2_7x7_explore() -> Suite:
+    return _suite("rooms-v2-7x7-explore", (7,), "explore", version=2)

@@ -70,6 +70,10 @@ ACTION_IDS = {
 UNPARSABLE = "None (the reply could not be parsed)"
 MEMORY_MODES = ("chat", "text", "none")
 BOX_TOGGLE = ("destroy", "noop")
+#: bot plan lengths by world state, for progress(): a plan costs ~50 ms and search revisits the
+#: same world states along different paths; cleared when it grows past this many entries
+PLAN_CACHE_SIZE = 200_000
+_plan_lengths: dict[tuple, int | None] = {}
 
 
 @dataclass
@@ -419,10 +423,6 @@ class TextMiniGridEnv(Env):
         """The six atomic actions (each a valid decision; sequences join them with ',')."""
         return [] if self.state is None or self.state.done else list(ACTIONS)
 
-    @property
-    def done(self) -> bool:
-        return bool(self.state and self.state.done)
-
     def grade(self) -> float:
         return 1.0 if self.state and self.state.success else 0.0
 
@@ -443,3 +443,19 @@ class TextMiniGridEnv(Env):
             layout=self.layout, full_grid=full_grid_sc(level), agent=(ax, ay, int(level.agent_dir)),
             target=target, solution_length=length, difficulty=difficulty(length),
             _level=copy.deepcopy(level))
+
+    def progress(self) -> float:
+        """Ground-truth progress (Env.progress): 1 − (length of the BabyAI bot's plan from
+        here) / L* (its plan length from the start); 1 on success, 0 when the bot fails."""
+        if self.done and self.grade() >= 1.0:
+            return 1.0
+        oracle = self.oracle()
+        key = (self.task.id if self.task else "", oracle.full_grid, oracle.agent, oracle.target)
+        if key not in _plan_lengths:
+            if len(_plan_lengths) > PLAN_CACHE_SIZE:
+                _plan_lengths.clear()
+            _plan_lengths[key] = oracle.bot_run().length
+        plan, total = _plan_lengths[key], oracle.solution_length
+        if not total or plan is None:
+            return 0.0
+        return max(0.0, min(1.0, 1.0 - plan / total))

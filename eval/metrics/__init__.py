@@ -16,13 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from clew.envs import registry
 from clew.envs.base import Task
+
+#: ``envs`` of a metric computed from the family's trace: every environment whose registry entry
+#: names one (:class:`clew.envs.registry.EnvEntry`), including families registered later
+TRACED = None
 
 
 @dataclass(frozen=True)
 class Metric:
     name: str
-    envs: frozenset[str]
+    envs: frozenset[str] | None  # None (TRACED): the environments that have a trace
     path: str  # "module:function"
     description: str = ""
     #: headline keys it writes (optional; lets ``envs_with`` say where a measure is defined)
@@ -32,13 +37,20 @@ class Metric:
         module, _, attr = self.path.partition(":")
         return getattr(importlib.import_module(module), attr)
 
+    def applies_to(self) -> set[str]:
+        """The environments this metric scores, now."""
+        return set(self.envs) if self.envs is not TRACED else registry.traced_envs()
+
 
 METRICS: dict[str, Metric] = {}
 
 
-def register_metric(name: str, envs: set[str] | frozenset[str], path: str, description: str = "",
-                    keys: tuple[str, ...] | frozenset[str] = ()):
-    METRICS[name] = Metric(name, frozenset(envs), path, description, frozenset(keys))
+def register_metric(name: str, envs: set[str] | frozenset[str] | None, path: str,
+                    description: str = "", keys: tuple[str, ...] | frozenset[str] = ()):
+    """Add a metric for ``envs`` (or :data:`TRACED`); a family bringing its own measure adds
+    one line like those below."""
+    METRICS[name] = Metric(name, None if envs is TRACED else frozenset(envs), path,
+                           description, frozenset(keys))
 
 
 register_metric(
@@ -81,21 +93,20 @@ register_metric(
 )
 
 
-# Issue 3 item 4, "metrics that travel": the rooms measures above, defined for the other families
-# (definitions per family in clew.eval.metrics.travel; rooms keeps its own functions).
-_TRAVEL_ENVS = {"gridmap", "textminigrid", "hillsearch", "treesearch", "maxsatsearch"}
+# Issue 3 item 4, "metrics that travel": the rooms measures above, for every family with a trace
+# (definitions in each family's trace module; rooms has none and keeps its own functions).
 register_metric(
-    "coverage", _TRAVEL_ENVS, "clew.eval.metrics.travel:coverage_metrics",
+    "coverage", TRACED, "clew.eval.metrics.travel:coverage_metrics",
     "fraction of the finite state/query space reached (rooms: rooms_exploration)",
     keys=("coverage",),
 )
 register_metric(
-    "redundancy", _TRAVEL_ENVS, "clew.eval.metrics.travel:redundancy_metrics",
+    "redundancy", TRACED, "clew.eval.metrics.travel:redundancy_metrics",
     "share of steps returning to a state/query already reached (rooms: rooms_exploration)",
     keys=("redundancy",),
 )
 register_metric(
-    "exploitation_gap", _TRAVEL_ENVS, "clew.eval.metrics.travel:gap_metrics",
+    "exploitation_gap", TRACED, "clew.eval.metrics.travel:gap_metrics",
     "spec_001 §1.3 gap decomposition of one episode, R^exploit = best return reachable from "
     "what was known, within the budget left (rooms: optimal_exploitation_gap)",
     keys=("gap_total", "gap_exploration", "gap_exploitation"),
@@ -104,11 +115,11 @@ register_metric(
 
 def envs_with(key: str) -> set[str]:
     """Environments where some registered metric declares ``key`` (e.g. ``"coverage"``)."""
-    return {env for m in METRICS.values() if key in m.keys for env in m.envs}
+    return {env for m in METRICS.values() if key in m.keys for env in m.applies_to()}
 
 
 def metrics_for(env: str) -> list[Metric]:
-    return [m for m in METRICS.values() if env in m.envs]
+    return [m for m in METRICS.values() if env in m.applies_to()]
 
 
 def score_episode(task: Task, episode: dict[str, Any]) -> dict[str, Any]:

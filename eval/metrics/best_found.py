@@ -47,7 +47,7 @@ def episode_metrics(task: Task, episode: dict[str, Any]) -> dict[str, Any]:
         "invalid_attempts": env.state.invalid,
         "ended_early": 1.0 if env.ended in ("retries", "stop") else 0.0,
     }
-    family = getattr(env, "family", "")
+    family = env.family
     if family == "hill":
         out["needle_found"] = 1.0 if env.best_value > env.optimum / 2 else 0.0
     elif family == "tree":

@@ -23,71 +23,27 @@ Extensions not defined by the paper (§4.3, A28), prefixed ``ext_``:
 * ``ext_first_sight`` (atomic step at which the target was first visible, NaN if never) and
   ``ext_sight_to_success``; ``ext_boxes_destroyed``.
 
-Replay: when the record carries per-step ``info["executed"]`` (the runner stores the env's step
-info), the executed atomic actions are replayed exactly; otherwise the decision texts are
-replayed through the env with ``record["env_options"]`` when present, and with no cap on actions
-per step when m is unknown (trajectories scored with ``clew score`` are taken as executed).
+Replay: :func:`clew.envs.textminigrid.replay.replay` (exact from the executed atomic actions
+when the record has them, else the decision texts through the env).
 
 ``disagreement`` and ``success_by_level`` are the cross-run quantities of §4.1 (items 2, 4, 5).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Iterable
 from typing import Any
 
 from clew.envs.base import Task
 from clew.envs.textminigrid.bot import LEVELS, difficulty
-from clew.envs.textminigrid.env import TextMiniGridEnv
+from clew.envs.textminigrid.replay import replay
 
 NAN = math.nan
 
 
-def _env_options(record: dict[str, Any]) -> dict[str, Any]:
-    allowed = set(inspect.signature(TextMiniGridEnv.__init__).parameters) - {"self"}
-    opts = {k: v for k, v in (record.get("env_options") or {}).items() if k in allowed}
-    opts.setdefault("max_actions", 10**6)
-    return {**opts, "trace": True}
-
-
-def _executed_from_steps(record: dict[str, Any]) -> list[list[str]] | None:
-    steps = record.get("steps")
-    if not isinstance(steps, list) or not steps:
-        return None
-    out = []
-    for s in steps:
-        info = s.get("info") if isinstance(s, dict) else None
-        if not isinstance(info, dict) or "executed" not in info:
-            return None
-        out.append(list(info["executed"]))
-    return out
-
-
-def _replay(task: Task, record: dict[str, Any]) -> tuple[TextMiniGridEnv, list[dict[str, Any]]]:
-    """Replay the episode; return the env (traced) and, per env step, its step info."""
-    executed = _executed_from_steps(record)
-    if executed is not None:  # exact: the atomic actions the env executed, step by step
-        env = TextMiniGridEnv(max_actions=10**6, requeries=0, trace=True,
-                              max_steps=_env_options(record).get("max_steps", 200))
-        env.reset(task)
-        for names in executed:
-            if names and not env.done:
-                env.step(",".join(names))  # the no-op's label is unparsable: a no-op again
-        return env, [s["info"] for s in record["steps"]]
-    env = TextMiniGridEnv(**_env_options(record))
-    env.reset(task)
-    infos = []
-    for action in record.get("actions", []):
-        if env.done:
-            break
-        infos.append(env.step(action).info)
-    return env, infos
-
-
 def episode_metrics(task: Task, record: dict[str, Any]) -> dict[str, Any]:
-    env, infos = _replay(task, record)
+    env, infos = replay(task, record)
     st = env.state
     success = 1.0 if st.success else 0.0
     decisions = sum(1 for i in infos if i.get("executed"))

@@ -10,80 +10,23 @@ runs/NAME/
   summary.md           the summary table
 ```
 
-Whole-file writes are atomic (temp file, fsync, rename). ``episodes.jsonl`` is appended one
-fsync'd line at a time; a line torn by a kill is detected and dropped on the next open, so a
-resumed run holds every finished episode exactly once.
+Whole-file writes are atomic (:mod:`clew.records.files`). ``episodes.jsonl`` is appended one
+fsync'd line at a time; a line torn by a kill is dropped with a warning by every reader and cut
+from the file when a run is resumed (:mod:`clew.records.jsonl`), so a resumed run holds every
+finished episode exactly once. Readers: ``clew eval --resume``, ``clew report``, ``clew merge``
+and ``clew data`` all read through this class.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
-import math
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
-from clew.agents.files import write_atomic
-
-
-def clean_json(obj: Any) -> Any:
-    """NaN/inf become null: JSON has no NaN, and null reads as 'undefined' everywhere."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {str(k): clean_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [clean_json(v) for v in obj]
-    return obj
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(clean_json(obj), separators=(",", ":"), allow_nan=False)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    write_atomic(path, data)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
-
-def atomic_write_json(path: Path, obj: Any, *, compress: bool = False) -> None:
-    data = json.dumps(clean_json(obj), indent=None if compress else 1, allow_nan=False).encode()
-    atomic_write_bytes(path, gzip.compress(data, mtime=0) if compress else data)
-
-
-def read_jsonl(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
-    """Read a JSONL file. A torn *last* line (a kill mid-write) is dropped, and with ``repair``
-    cut from the file; a bad line anywhere else is an error naming the file and line."""
-    if not path.exists():
-        return []
-    raw = path.read_bytes()
-    lines = raw.split(b"\n")
-    records, offset = [], 0
-    for i, line in enumerate(lines):
-        last = i == len(lines) - 1 or (i == len(lines) - 2 and lines[-1] == b"")
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                if not last:
-                    raise ValueError(f"{path}:{i + 1}: corrupt line ({exc.msg})") from None
-                print(f"warning: {path}:{i + 1}: dropping a torn last line (interrupted write)",
-                      file=sys.stderr)
-                if repair:
-                    with open(path, "r+b") as f:
-                        f.truncate(offset)
-                        f.flush()
-                        os.fsync(f.fileno())
-                break
-        offset += len(line) + 1
-    return records
+from clew.records.files import atomic_write_json, atomic_write_text
+from clew.records.jsonl import dumps, read_jsonl
 
 
 class RunDir:

@@ -1,0 +1,66 @@
+"""Roles from options: the policy, value function and reflector that :class:`RoleOptions` (and the
+search agent's sections) describe, LM-backed or heuristic (``docs/methods/baselines.md``).
+
+LM roles share one model unless ``role_models`` names another for a role; the main model is
+loaded on first use. Heuristic roles need no model (and may read the env's ground truth).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clew.agents.lm.base import LanguageModel
+from clew.agents.options import ReflectionOptions, RoleName, RoleOptions, ValueOptions
+from clew.agents.roles import Policy, Reflector, ValueFunction
+
+
+@dataclass
+class Models:
+    """The models of an agent's LM roles, loaded once."""
+
+    options: RoleOptions
+    main: LanguageModel | None = None
+
+    def for_role(self, role: RoleName) -> LanguageModel:
+        from clew.agents.lm.spec import load_model
+
+        spec = self.options.role_models.get(role)
+        if spec:
+            return load_model(spec)
+        if self.main is None:
+            self.main = load_model(self.options.model, **self.options.model_options)
+        return self.main
+
+
+def build_policy(opts: RoleOptions, branching_factor: int, models: Models) -> Policy:
+    if not opts.lm_roles:
+        from clew.agents.heuristics.roles import HeuristicPolicy
+
+        return HeuristicPolicy(branching_factor, opts.policy, seed=opts.seed)
+    from clew.agents.policy import LMPolicy
+
+    return LMPolicy(models.for_role("policy"), branching_factor, opts.policy)
+
+
+def build_value(opts: RoleOptions, value: ValueOptions, models: Models) -> ValueFunction:
+    if not opts.lm_roles:
+        from clew.agents.heuristics.roles import HeuristicValue
+
+        return HeuristicValue(value, seed=opts.seed)
+    if value.kind == "debate":
+        from clew.agents.debate import DebateValue
+
+        return DebateValue(models.for_role("value"), value)
+    from clew.agents.value import SingleValue
+
+    return SingleValue(models.for_role("value"), value)
+
+
+def build_reflector(opts: RoleOptions, reflection: ReflectionOptions, models: Models) -> Reflector:
+    if not opts.lm_roles:
+        from clew.agents.heuristics.roles import TemplateReflector
+
+        return TemplateReflector()
+    from clew.agents.reflection import Reflector as LMReflector
+
+    return LMReflector(models.for_role("reflection"), reflection, seed=opts.seed)

@@ -1,0 +1,78 @@
+"""The contract every search algorithm implements, its result, and the config they all extend.
+
+An algorithm is a class with a typed ``Config`` (a :class:`SearchConfig` subclass) and one
+method, ``async plan(hooks, root_obs) -> SearchResult``: build one fresh tree for one real step
+from the root observation, moving the simulator and asking the roles only through ``hooks``
+(:class:`~clew.search.nodes.SearchHooks`), and say what to execute. The tree is returned with the
+decision so callers record it; nothing else survives the call.
+
+Decision kinds (one result shape for all algorithms):
+
+* ``single``: one root edge (MCTS: the most visited);
+* ``path``: the edges of one traversal (MCTS stopped early at the top of the value scale);
+* ``sequence``: the path to the best node found (BFS / DFS / best-first), not necessarily the
+  last traversal.
+
+The caller executes ``decision`` one edge per real step, re-searching when the world differs
+from what the tree predicted (``docs/methods/rmcts.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal, Protocol
+
+from clew.search.nodes import SearchHooks
+from clew.search.tree import Edge, Tree
+from pydantic import BaseModel, ConfigDict, Field
+
+DecisionKind = Literal["single", "path", "sequence"]
+
+
+class SearchConfig(BaseModel):
+    """What every algorithm's config holds: the width of a node and the budget of one tree.
+
+    ``n_simulations`` counts budget units (an MCTS simulation, a frontier pop); the root
+    expansion is free. ``max_depth_actions`` makes a node at that depth terminal (``depth``):
+    evaluated, never expanded. ``horizon_value`` says what a node cut by the episode rules is
+    worth: ``zero`` (not evaluated) or ``evaluate`` (asked of V, for envs graded at the end).
+    ``max_expand_attempts`` is how many policy calls an expansion may take when nothing parses.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    algorithm: str
+    branching_factor: int = Field(5, ge=1)
+    n_simulations: int = Field(20, ge=1)
+    max_value_calls: int | None = Field(None, ge=1)
+    time_budget_s: float | None = Field(None, gt=0)
+    max_depth_actions: int = Field(5, ge=1)
+    early_stop_value: float = 1.0
+    horizon_value: Literal["zero", "evaluate"] = "zero"
+    max_expand_attempts: int = Field(1, ge=1)
+
+
+@dataclass
+class SearchResult:
+    """A finished tree and what to execute from it."""
+
+    tree: Tree
+    decision: list[Edge]
+    kind: DecisionKind
+    stopped_by: str | None = None
+
+    @classmethod
+    def of(cls, tree: Tree, kind: DecisionKind, decision: list[Edge]) -> SearchResult:
+        """The result, with the decision also written into the tree (its JSON keeps it)."""
+        tree.decision_kind = kind
+        tree.decision_edges = [e.edge_id for e in decision]
+        return cls(tree, list(decision), kind, tree.counters.get("stopped_by"))
+
+
+class SearchAlgorithm(Protocol):
+    """One tree per real step; see the module docstring."""
+
+    Config: ClassVar[type[SearchConfig]]
+    config: SearchConfig
+
+    async def plan(self, hooks: SearchHooks, root_obs: str | None) -> SearchResult: ...

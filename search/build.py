@@ -1,0 +1,53 @@
+"""Build a search agent from its options (registered as ``search``; presets in
+``configs/agents/*.yaml`` name it): roles, algorithm, reflection memory.
+
+Memory scope: ``memory.dir`` names the store; the agents built for the episodes of one process
+share it (:func:`~clew.agents.memory.open_memory`). Without a ``dir`` a fresh temporary folder
+per agent configuration and process is used, so nothing is reused across runs unless asked.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+from clew.agents.build import Models, build_policy, build_reflector, build_value
+from clew.search.agent import SearchAgent
+from clew.search.options import AgentOptions, parse_agent_options
+from clew.search.registry import algorithm_class
+
+_TEMP_MEMORY: dict[str, str] = {}
+
+
+def _temp_memory_dir(opts: AgentOptions) -> str:
+    key = opts.model_dump_json(exclude={"model"}) + str(opts.model_spec)
+    if key not in _TEMP_MEMORY:
+        _TEMP_MEMORY[key] = tempfile.mkdtemp(prefix="clew-memory-")
+    return _TEMP_MEMORY[key]
+
+
+def search_agent(opts: AgentOptions) -> SearchAgent:
+    """The agent ``opts`` describe."""
+    models = Models(opts)
+    policy = build_policy(opts, opts.search.branching_factor, models)
+    value = build_value(opts, opts.value, models)
+    reflector = build_reflector(opts, opts.reflection, models) if opts.reflection else None
+    memory = None
+    if opts.memory_on:
+        from clew.agents.memory import open_memory
+
+        memory = open_memory(opts.memory.dir or _temp_memory_dir(opts),
+                             **opts.memory.store_options())
+    algorithm = algorithm_class(opts.search.algorithm)(opts.search)
+    info = {"roles": "lm" if opts.lm_roles else "heuristic",
+            "model": opts.model_spec if opts.lm_roles else None, "value_kind": value.method}
+    return SearchAgent(policy, value, algorithm, reflector=reflector, memory=memory,
+                       reflection=opts.reflection, policy_memory=opts.policy_memory,
+                       value_memory=opts.value_memory, episode=opts.episode, seed=opts.seed,
+                       name=opts.label, info=info)
+
+
+def make_search_agent(**options: Any) -> SearchAgent:
+    """``--agent search`` (and every search preset): options as in :class:`AgentOptions`."""
+    label = options.get("label") or "search"
+    return search_agent(parse_agent_options(options, label))

@@ -1,0 +1,114 @@
+"""The adapter between one episode and the search core: :class:`EpisodeHooks` implements
+:class:`~clew.search.nodes.SearchHooks` over the episode's simulator and the agent's roles, and
+:class:`EpisodeState` is what a search agent keeps per episode.
+
+Every simulated step happens in ``episode.simulator()``: a copy of the real env, wrapped with the
+same episode rules and the same history (so its transitions say when a path is cut, and the
+tree's horizon is the runner's step limit minus the steps taken), whose steps are logged as
+simulated interactions. Every LM call records its usage under its role in ``episode.usage``.
+A node's context is the real prefix plus the simulated path; its seed derives from the agent's
+seed, the episode, the real step and the node (:func:`~clew.agents.seeds.derive_seed`).
+Value estimates of identical states are cached per episode (the key holds the value function's
+config hash and the ids of the injected reflections).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from clew.agents.base import Episode
+from clew.agents.prompts import Context
+from clew.agents.reflection import StepStat
+from clew.agents.seeds import derive_seed
+from clew.agents.value import ValueCache
+from clew.search.nodes import Evaluation, Transition
+from clew.search.tree import Edge, Node
+
+if TYPE_CHECKING:
+    from clew.search.agent import SearchAgent
+
+
+@dataclass
+class PlannedStep:
+    """One edge of a decision, waiting to be executed."""
+
+    edge: Edge
+    tree_step: int              # the real step whose tree chose it
+    kind: str                   # the decision kind
+    end: bool = False           # the last edge of a value-one path under commit_path_and_end
+
+
+@dataclass
+class EpisodeState:
+    """A search agent's state for one episode."""
+
+    context: Context                                    # the task part of every role's context
+    value_cache: ValueCache = field(default_factory=ValueCache)
+    pending: list[PlannedStep] = field(default_factory=list)
+    expect_obs: str | None = None                       # what the tree predicted we will see
+    stats: list[StepStat] = field(default_factory=list)  # per executed step, for reflection
+    started: bool = False
+    memory_view: dict[str, int] | None = None           # what retrieval may see in this episode
+
+
+class EpisodeHooks:
+    """The core's hooks over one episode's simulator (see the module docstring)."""
+
+    def __init__(self, agent: SearchAgent, episode: Episode, state: EpisodeState):
+        self.agent, self.episode, self.state = agent, episode, state
+        self.sim = episode.simulator()
+        self.root_snap = self.sim.snapshot()
+        env = episode.env
+        self.prefix_obs = [o.text for o in episode.observations]
+        self.prefix_actions = [env.canonical(s.action) for s in episode.steps]
+        self.prefix_raws = [s.raw for s in episode.steps]
+
+    def context(self, node: Node) -> Context:
+        """Real prefix + the simulated path to ``node`` (a STOP edge is its final action)."""
+        obs, acts = list(self.prefix_obs), list(self.prefix_actions)
+        raws = list(self.prefix_raws)
+        final = final_raw = None
+        for e in node.path_edges():
+            if e.is_stop and e.child is node:
+                final, final_raw = e.key, e.raw
+                break
+            acts.append(e.key if not e.is_none else "(unparsable action)")
+            raws.append(e.raw)
+            obs.append(e.child.obs if e.child is not None and e.child.obs is not None else obs[-1])
+        seed = derive_seed(self.agent.seed, self.episode.key, self.episode.t, node.node_id)
+        return self.state.context.at(obs, acts, raws, final, final_raw, env=self.sim, seed=seed)
+
+    async def expand(self, node: Node):
+        ctx = self.context(node)
+        refl = self.agent.retrieve(self.state, "policy", ctx)
+        node.retrieved_policy_refl = [str(r.get("id")) for r in refl]
+        if refl:
+            node.info["policy_refl_scores"] = [r.get("score") for r in refl]
+        return await self.agent.policy.propose(ctx, refl, usage=self.episode.usage)
+
+    async def evaluate(self, node: Node) -> Evaluation:
+        ctx = self.context(node)
+        refl = self.agent.retrieve(self.state, "value", ctx)
+        value = self.agent.value
+        cache = self.state.value_cache
+        key = cache.key(ctx, value.config_hash(), [str(r.get("id")) for r in refl])
+        rec = cache.get(key)
+        if rec is not None:
+            return Evaluation(rec.v, rec.to_dict(), cached=True)
+        rec = await value.evaluate(ctx, refl, usage=self.episode.usage)
+        cache.put(key, rec)
+        return Evaluation(rec.v, rec.to_dict())
+
+    def to_root(self) -> None:
+        self.sim.restore(self.root_snap)
+
+    def apply(self, node: Node, edge: Edge) -> Transition:
+        step = self.sim.step(edge.action)
+        return Transition(step.obs.text, bool(step.done), bool(step.valid), step.truncated_by)
+
+    def snapshot(self) -> Any:
+        return self.sim.snapshot()
+
+    def restore(self, snap: Any) -> None:
+        self.sim.restore(snap)
