@@ -144,7 +144,7 @@ def test_rmcts_mad_with_fake_lm_roles_runs_on_a_web_task():
 def searched(tmp_path_factory):
     """Heuristic MCTS (no model) on a one-step and a two-step task, recorded in a run dir."""
     from clew.eval.agents import build_agent
-    from clew.eval.rundir import RunDir
+    from clew.records import RunDir
     from clew.eval.runner import run_suite
 
     path = tmp_path_factory.mktemp("web") / "run"
