@@ -112,6 +112,18 @@ def test_react_with_a_fake_model_solves_a_click_task():
     assert "Goal:" in system and "fill(bid" in system
 
 
+def test_react_with_a_tiny_model_runs_on_a_web_task(lively_model_dir):
+    """A real (random-weight) model: whatever it writes, the episode runs and is recorded."""
+    from clew.agents.react import ReActAgent
+    from clew.eval.runner import run_episode
+
+    agent = ReActAgent(f"hf:{lively_model_dir}", max_tokens=24, temperature=0.0)
+    rec = asyncio.run(run_episode(agent, TASKS["click-test-s0"], max_steps=2))
+    assert 1 <= len(rec["steps"]) <= 2 and rec["usage"]["policy"]["calls"] >= len(rec["steps"])
+    assert all(s["valid"] is False or s["action"].startswith(("click", "fill"))
+               for s in rec["steps"])
+
+
 def test_rmcts_mad_with_fake_lm_roles_runs_on_a_web_task():
     """LM-role mechanics on a real page: policy samples parsed into actions, the debate judges
     the simulated result, the episode's reflections go to memory afterwards."""
@@ -144,8 +156,8 @@ def test_rmcts_mad_with_fake_lm_roles_runs_on_a_web_task():
 def searched(tmp_path_factory):
     """Heuristic MCTS (no model) on a one-step and a two-step task, recorded in a run dir."""
     from clew.eval.agents import build_agent
-    from clew.records import RunDir
     from clew.eval.runner import run_suite
+    from clew.records import RunDir
 
     path = tmp_path_factory.mktemp("web") / "run"
     run = RunDir(path)
