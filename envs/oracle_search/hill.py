@@ -33,11 +33,13 @@ from clew.envs.oracle_search.protocol import (
     as_number,
     check_variant,
     find_query,
+    last_match,
     strip_fences,
 )
 
 LO, HI = 0.0, 10.0
 DENOMINATORS = {"w": 1.0, "2w": 2.0}
+_X = re.compile(r"\bx\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", re.IGNORECASE)
 Hill = tuple[float, float, float]  # (centre c, width w, height h)
 
 # §2.1.3: the paper's explicit instances (decoys first, needle last).
@@ -257,8 +259,7 @@ class HillSearchEnv(OracleSearchEnv):
             if x is None:
                 return None, f"x must be a finite number, got {q['x']!r}"
             return x, None
-        m = re.search(r"\bx\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", text,
-                      re.IGNORECASE)
+        m = last_match(_X, text)
         if m is None:
             m = re.fullmatch(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*", text)
         if m is None:

@@ -28,6 +28,7 @@ from clew.envs.oracle_search.protocol import (
     OracleSearchEnv,
     check_variant,
     find_query,
+    last_match,
     strip_fences,
 )
 
@@ -38,6 +39,8 @@ DEFAULTS: dict[str, Any] = {"n": 15, "m": 120, "k_gold": 4, "k_other": 2, "w_gol
                             "budget": 48}
 
 #: §2.3.3 the paper's instances
+_BITS = re.compile(r"\bbits\s*[=:]\s*\"?([01]+)\b", re.IGNORECASE)
+
 FIXED = {
     "M-main": {"n": 15, "m": 120, "k_gold": 4, "k_other": 2, "w_gold": 80},
     "M-alt1": {"n": 15, "m": 135, "k_gold": 4, "k_other": 2, "w_gold": 90},
@@ -179,7 +182,7 @@ class MaxSatSearchEnv(OracleSearchEnv):
         q = find_query(text, lambda o: any(_var(k) is not None for k in o) or "bits" in o)
         if q is not None:
             return self._from_object(q)
-        m = re.search(r"\bbits\s*[=:]\s*\"?([01]+)\b", text, re.IGNORECASE) or \
+        m = last_match(_BITS, text) or \
             re.fullmatch(r"\s*([01]+)\s*", text)
         if m is not None:
             return self._from_bits(m.group(1))
