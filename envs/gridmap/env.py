@@ -45,7 +45,7 @@ from clew.envs.gridmap.instance import (
     prec,
     step_cell,
 )
-from clew.envs.gridmap.prompts import instructions as prompt_instructions
+from clew.envs.gridmap import prompts
 
 INVALID_POLICIES = ("stay_and_count", "retry_without_step")
 
@@ -233,10 +233,16 @@ class GridMapEnv(Env):
 
     # --- text for agents -----------------------------------------------------------------
     def instructions(self, variant: str = "default") -> str:
-        return prompt_instructions(variant)
+        return prompts.instructions(variant)
+
+    def task_description(self, variant: str = "default") -> str:
+        return prompts.task_description(variant)
+
+    def answer_format(self) -> str:
+        return prompts.ANSWER_NOTATION
 
     def action_help(self) -> str:
-        return 'Answer with exactly one JSON object, e.g. {"action": "up"}.'
+        return prompts.ACTION_HELP
 
     def parse_action(self, text: str) -> str | None:
         return parse_direction(text)

@@ -240,8 +240,15 @@ class HillSearchEnv(OracleSearchEnv):
         check_variant(variant)
         return prompts.hill_system()
 
+    def task_description(self, variant: str = "default") -> str:
+        check_variant(variant)
+        return prompts.task_part(prompts.hill_system())
+
+    def answer_format(self) -> str:
+        return prompts.HILL_ANSWER
+
     def action_help(self) -> str:
-        return 'Reply with {"reason": "...", "query": {"x": <number between 0 and 10>}}'
+        return prompts.HILL_HELP
 
     def response_schema(self) -> dict[str, Any]:
         return prompts.hill_schema()

@@ -159,9 +159,14 @@ class MaxSatSearchEnv(OracleSearchEnv):
             raise ValueError("maxsatsearch: instructions name n and m of the task; reset first")
         return prompts.maxsat_system(self.n, self.m, self.max_literals)
 
+    def task_description(self, variant: str = "default") -> str:
+        return prompts.task_part(self.instructions(variant))
+
+    def answer_format(self) -> str:
+        return prompts.maxsat_answer(self.n)
+
     def action_help(self) -> str:
-        return ('Reply with {"reason": "...", "query": {"x0": 0|1, ..., '
-                f'"x{self.n - 1}": 0|1}}}}')
+        return prompts.maxsat_help(self.n)
 
     def response_schema(self) -> dict[str, Any]:
         return prompts.maxsat_schema(self.n)

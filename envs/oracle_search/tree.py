@@ -226,8 +226,15 @@ class TreeSearchEnv(OracleSearchEnv):
         check_variant(variant)
         return prompts.tree_system()
 
+    def task_description(self, variant: str = "default") -> str:
+        check_variant(variant)
+        return prompts.task_part(prompts.tree_system())
+
+    def answer_format(self) -> str:
+        return prompts.TREE_ANSWER
+
     def action_help(self) -> str:
-        return 'Reply with {"reason": "...", "query": {"node": <id>}}'
+        return prompts.TREE_HELP
 
     def response_schema(self) -> dict[str, Any]:
         return prompts.tree_schema()

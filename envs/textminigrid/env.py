@@ -407,8 +407,14 @@ class TextMiniGridEnv(Env):
         return prompts.system_prompt(self.representation, variant, examples)
 
     def action_help(self) -> str:
-        return (f"Actions: {', '.join(ACTIONS)}. Up to {self.max_actions} per turn, written "
-                "<actions>Turn Left,Go Forward</actions> with an <intentions>...</intentions> note.")
+        return f"Actions: {', '.join(ACTIONS)}. Up to {self.max_actions} per turn."
+
+    def answer_format(self) -> str:
+        return prompts.answer_notation(self.max_actions)
+
+    def neutral_observation(self, text: str) -> str:
+        """The user prompt without its instruction block (Env.neutral_observation)."""
+        return prompts.without_instructions(text, self.max_actions)
 
     def parse_action(self, text: str) -> str | None:
         parsed = parse_reply(text, self.max_actions)
