@@ -278,7 +278,7 @@ class ParseTally(dict):
             if not ok:
                 r.failures += 1
                 if len(r.examples) < EXAMPLES_KEPT:
-                    r.examples.append(text)
+                    r.examples.append(_clip(text))
         if self.parent is not None:
             self.parent.note(role, model, results)
         if self.limit is not None:
