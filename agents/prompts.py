@@ -47,6 +47,7 @@ from clew.agents.fitting import elide_pairs, gap_note
 from clew.agents.parsing import ANSWER_PHRASE, RUBRIC_END, RUBRIC_START
 
 PROMPTS_VERSION = "clew-prompts-3"
+_OWN_LABEL = re.compile(r"^\s*OBSERVATION\s*:\s*", re.IGNORECASE)
 REFLECTION_MAX_WORDS = 128   # a reflection's cap in prompts (about 128 tokens)
 
 Message = dict[str, str]
@@ -132,11 +133,10 @@ GENERIC_CRITERIA = (
 
 
 def labelled(label: str, text: str) -> str:
-    """``LABEL:\ntext``, unless the text already starts with that label (gridmap's observations
-    begin with ``OBSERVATION:``)."""
-    body = text.lstrip()
-    if body[:len(label) + 1].upper() == f"{label.upper()}:":
-        return body
+    """``LABEL:\ntext``; an observation text that starts with its own ``OBSERVATION:`` label
+    (gridmap's do) loses it, so no prompt shows the label twice (issue 16 item 10)."""
+    if label.upper().endswith("OBSERVATION"):
+        text = _OWN_LABEL.sub("", text, count=1)
     return f"{label}:\n{text}"
 
 
