@@ -258,8 +258,11 @@ class DistilledAgent(BaseAgent):
         completion = (await call(self.lm, request, episode.usage))[0]
         chat.messages.append({"role": "assistant", "content": completion.text})
         decision = decide(completion.text, episode.path, completion.finish_reason)
-        record(episode.usage, "policy", self.lm.spec,
-               [("parse_error" not in decision.info, completion.text)])
+        # read = a backtrack, or an action the env can parse (the env's step decides validity)
+        read = "backtrack" in decision.info or (
+            "parse_error" not in decision.info
+            and episode.env.parse_action(decision.action) is not None)
+        record(episode.usage, "policy", self.lm.spec, [(read, completion.text)])
         return decision
 
 

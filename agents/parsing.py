@@ -29,7 +29,7 @@ JSON object with a ``status_code`` key.
 **Rubrics**: the last ``<rubric>…</rubric>`` block; an unclosed final block counts when the
 completion was not cut; without markers, the completion's bulleted or numbered lines.
 **Free text** (debate arguments, reflections): the text after the reasoning block, without a
-leading ``Reflection:`` / ``Argument:`` label; empty means failure.
+leading markdown title or ``Reflection:`` / ``Argument:`` label; empty means failure.
 
 **Cut completions**: a completion whose ``finish_reason`` is ``"length"`` is a parse failure
 unless a complete answer stands in it: a closed fence, a complete JSON object, a closed tag pair
@@ -80,7 +80,9 @@ _RUBRIC_OPEN = re.compile(re.escape(RUBRIC_START), re.IGNORECASE)
 _LIST_LINE = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)]|\[\s?\])\s+\S")
 _TEXT_LABEL = re.compile(r"^\s*(?:reflection|argument|answer|response)\s*[:\-]\s*",
                          re.IGNORECASE)
+_TITLE = re.compile(r"^#{1,6}[ \t][^\n]*\n")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_OWN_LABEL = re.compile(r"^[A-Za-z][\w ]{0,30}:\s")
 
 
 def _phrase_pattern(phrase: str) -> re.Pattern[str]:
@@ -125,7 +127,7 @@ def answer_candidates(text: str, phrase: str = ANSWER_PHRASE,
                 if blocks:
                     out.append(blocks[0])
     if is_cut:
-        out += [c for c in labelled(body) if c]
+        out += [c for c in labelled(body, complete_only=True) if c]
         out += closed_spans(body)
     else:
         blocks = fenced_blocks(body)
@@ -138,8 +140,13 @@ def answer_candidates(text: str, phrase: str = ANSWER_PHRASE,
 
 def answer_text(text: str, phrase: str = ANSWER_PHRASE,
                 finish_reason: str | None = None) -> str | None:
-    """The answer text of a completion without asking an env (see the module docstring)."""
+    """The answer text of a completion without asking an env (see the module docstring). With
+    no env to judge it, the whole completion counts only when it is one line that does not
+    start with a label of its own (``Assessment: …``): a bare action."""
     candidates = answer_candidates(text, phrase, finish_reason)
+    whole = plain(without_reasoning(text or "") or "").strip()
+    if candidates and candidates[0] == whole and ("\n" in whole or _OWN_LABEL.match(whole)):
+        candidates = candidates[1:]
     return candidates[0] if candidates else None
 
 
@@ -227,6 +234,7 @@ def parse_free_text(text: str, finish_reason: str | None = None) -> str | None:
     body = without_reasoning(text or "")
     if body is None:
         return None
+    body = _TITLE.sub("", body.strip(), count=1)          # a markdown title is not content
     body = _TEXT_LABEL.sub("", plain(body).strip(), count=1).strip()
     if cut(finish_reason):
         ends = list(_SENTENCE_END.finditer(body))

@@ -105,28 +105,32 @@ def fenced_blocks(text: str, closed_only: bool = False) -> list[str]:
     return out
 
 
-def labelled(text: str) -> list[str]:
+def labelled(text: str, complete_only: bool = False) -> list[str]:
     """The answers after answer labels at line starts, last label first: the rest of the label's
-    line, or when that is empty the fence or the line that follows."""
+    line, or when that is empty the fence or the line that follows. ``complete_only`` (a cut
+    reply): closed fences and lines that end before the text does."""
     out = []
     for m in reversed(list(_LABEL.finditer(text))):
         after = text[m.end():]
-        line, _, below = after.partition("\n")
+        line, newline, below = after.partition("\n")
         if line.strip():
             if line.strip().startswith("```"):
-                blocks = fenced_blocks(after)
+                blocks = fenced_blocks(after, closed_only=complete_only)
                 if blocks:
                     out.append(blocks[0])
-                    continue
-            out.append(line.strip())
+                continue
+            if newline or not complete_only:
+                out.append(line.strip())
             continue
         below = below.lstrip()
         if below.startswith("```"):
-            blocks = fenced_blocks(below)
+            blocks = fenced_blocks(below, closed_only=complete_only)
             if blocks:
                 out.append(blocks[0])
         elif below:
-            out.append(below.partition("\n")[0].strip())
+            line, newline, _ = below.partition("\n")
+            if newline or not complete_only:
+                out.append(line.strip())
     return out
 
 
