@@ -10,7 +10,7 @@ backticks and quotes around a short answer are peeled off. Then, per role:
 
 1. after the *last* answer phrase (``Next action:``, any case, with or without markdown): its
    first fenced block (a fence left open runs to the end), or without a fence the rest of its
-   line;
+   line, tried first without a trailing explanation (``up, because left is blocked``);
 2. the last fenced block anywhere;
 3. the whole completion (envs that own their format: a bare JSON object, an ``<actions>``
    block), which the env reads with its own rules (labels, last explicit answer).
@@ -55,6 +55,7 @@ from clew.envs.answers import (
     labelled,
     plain,
     unwrap,
+    with_head,
     without_reasoning,
 )
 
@@ -66,10 +67,11 @@ EXAMPLES_KEPT = 3            # failing outputs kept per role, for the stop messa
 _LETTER = (r"[(\[{`'\"\s]*(?P<letter>[A-Ea-e])(?![A-Za-z0-9])[)\]}`'\"]*"
            r"(?P<after>[^\n]*)")
 _STATUS = re.compile(
-    r"status[\s_-]*code[\"']?\s*(?:(?:is|was|would\s+be|[:=\-\u2013\u2014])[\"']?\s*)?" + _LETTER,
+    r"status[\s_-]*code[\"']?\s*(?:(?:is|was|would\s+be|->|=>|\u2192|[:=\-\u2013\u2014])[\"']?"
+    r"\s*)?" + _LETTER,
     re.IGNORECASE)
 _OTHER = re.compile(
-    r"(?:final\s+(?:answer|grade|verdict)|answer|grade|verdict|rating)\s*"
+    r"(?:final\s+(?:answer|grade|verdict)|answer|grade|verdict|rating|status)\s*"
     r"(?:is|[:=\-\u2013\u2014])\s*" + _LETTER, re.IGNORECASE)
 _ANSWER_END = re.compile(
     r"^\s*(?:$|[.,;!:)\]]?\s*$|[.,;!:)\]]\s|\.{2,}|\u2026|\s*[(\-\u2013\u2014:])")
@@ -123,7 +125,7 @@ def answer_candidates(text: str, phrase: str = ANSWER_PHRASE,
             elif stripped:
                 line, newline, _ = stripped.partition("\n")
                 if newline or not is_cut:
-                    out.append(line.strip().strip("`").strip())
+                    out += with_head(line.strip().strip("`").strip())
                 if blocks:
                     out.append(blocks[0])
     if is_cut:

@@ -15,6 +15,9 @@ The rules, each a small function:
   included (it runs to the end of the text).
 * :func:`labelled`: the text after answer labels (``Answer:``, ``Final answer:``, ``Action:``,
   ``Next move:`` …) at the start of a line, last label first: the last explicit answer wins.
+  An answer line is tried first without a trailing explanation (:func:`head`: cut at
+  ``because``, ``rather than``, `` - ``, ``(`` … outside brackets and quotes), since the
+  explanation may name other actions.
 * :func:`regions`: where an env looks for its action, in order: after the last answer label,
   the last fenced block, the whole reply (each with reasoning dropped and markdown plain).
 * :func:`closed_spans`: only structures that are complete (closed fences, complete JSON
@@ -105,6 +108,41 @@ def fenced_blocks(text: str, closed_only: bool = False) -> list[str]:
     return out
 
 
+_EXPLANATION = re.compile(
+    r"\s+(?:because|since|as|rather\s+than|instead\s+of|so\s+that|which|to\s+(?:reach|get|"
+    r"avoid|explore|find|see|check))\b|\s+[-\u2013\u2014]+\s+|\s*\(|;\s|,\s+(?=because|since|"
+    r"as|so|which)|\.\s", re.IGNORECASE)
+_PAIRS = {"(": ")", "[": "]", "{": "}", "<": ">"}
+
+
+def _balanced(text: str) -> bool:
+    stack = []
+    for ch in text:
+        if ch in _PAIRS:
+            stack.append(_PAIRS[ch])
+        elif ch in _PAIRS.values() and (not stack or stack.pop() != ch):
+            return False
+    return not stack and text.count('"') % 2 == 0 and text.count("`") % 2 == 0
+
+
+def head(line: str) -> str | None:
+    """``line`` before its first explanation connector, when that part stands alone (brackets
+    and quotes balanced); None when there is no such shorter part."""
+    for m in _EXPLANATION.finditer(line):
+        part = line[:m.start()].strip()
+        if part and _balanced(part):
+            return part
+        if part and not _balanced(part):
+            continue
+    return None
+
+
+def with_head(line: str) -> list[str]:
+    """``[head(line), line]`` (the head only when there is one)."""
+    h = head(line)
+    return [h, line] if h else [line]
+
+
 def labelled(text: str, complete_only: bool = False) -> list[str]:
     """The answers after answer labels at line starts, last label first: the rest of the label's
     line, or when that is empty the fence or the line that follows. ``complete_only`` (a cut
@@ -120,7 +158,7 @@ def labelled(text: str, complete_only: bool = False) -> list[str]:
                     out.append(blocks[0])
                 continue
             if newline or not complete_only:
-                out.append(line.strip())
+                out += with_head(line.strip())
             continue
         below = below.lstrip()
         if below.startswith("```"):
@@ -130,7 +168,7 @@ def labelled(text: str, complete_only: bool = False) -> list[str]:
         elif below:
             line, newline, _ = below.partition("\n")
             if newline or not complete_only:
-                out.append(line.strip())
+                out += with_head(line.strip())
     return out
 
 

@@ -95,3 +95,45 @@ def test_rubrics(case):
 @pytest.mark.parametrize("case", cases("roles", "reflection") + cases("roles", "debate"))
 def test_free_text(case):
     assert parse_free_text(case["text"], case.get("finish_reason", "stop")) == case["expect"]
+
+
+# --- general rules, beyond the written cases ------------------------------------------------------
+def readers():
+    """(name, cases, reader) for every file: reader(text, finish_reason) -> parse."""
+    out = []
+    for f in FAMILIES:
+        out += [(f, c, lambda t, r, c=c, f=f: parse_action(env_for(f, c.get("max_actions", 3)),
+                                                           t, finish_reason=r))
+                for c in load(CORPUS / "envs" / f"{f}.yaml")]
+    for role in ("policy", "react"):
+        out += [(role, c, lambda t, r, c=c: parse_action(env_for(c["env"], c.get("max_actions", 3)),
+                                                         t, finish_reason=r))
+                for c in load(CORPUS / "roles" / f"{role}.yaml")]
+    for role, fn in (("value", parse_status), ("judge", parse_status), ("rubric", parse_rubric),
+                     ("reflection", parse_free_text), ("debate", parse_free_text)):
+        out += [(role, c, fn) for c in load(CORPUS / "roles" / f"{role}.yaml")]
+    return out
+
+
+READERS = readers()
+
+
+@pytest.mark.parametrize("i", range(len(READERS)))
+def test_a_reasoning_block_quoting_other_answers_changes_nothing(i):
+    """Thinking models quote the format and other cases' answers before their own: a closed
+    reasoning block holding another completion of the same file is never read."""
+    name, case, read = READERS[i]
+    reason = case.get("finish_reason", "stop")
+    others = [c for n, c, _ in READERS if n == name and c["expect"] != case["expect"]]
+    quote = others[i % len(others)]["text"] if others else "something else"
+    for prefix in ("<think>\n\n</think>\n\n", f"<think>\n{quote}\n</think>\n\n",
+                   f"<THINK>{quote}</THINK>\n"):
+        assert read(prefix + case["text"], reason) == case["expect"], prefix[:40]
+
+
+@pytest.mark.parametrize("i", range(len(READERS)))
+def test_an_unclosed_reasoning_block_is_no_answer(i):
+    name, case, read = READERS[i]
+    if "</think>" in case["text"]:
+        pytest.skip("the case closes a reasoning block of its own")
+    assert read(f"<think>\n{case['text']}", "stop") is None
