@@ -278,14 +278,17 @@ def value_system(ctx: Context, with_grammar: bool = False) -> str:
 
 def transcript(ctx: Context, window: int | None = None, keep: int | None = None) -> str:
     """The trajectory as text for value roles: the initial observation, the first step, then
-    the last ``min(window, keep)`` steps (action and the observation after it), a note where
-    steps were left out, and the final action of a STOP node. Actions are canonical."""
+    the last ``window`` steps (action and the observation after it), a note where steps were
+    left out, and the final action of a STOP node. Actions are canonical. With ``keep`` (fitting
+    the context) only the initial observation and the last ``min(window, keep)`` steps."""
     n = len(ctx.actions)
     shown = n if window is None else max(1, window)
     if keep is not None:
         shown = min(shown, max(1, keep))
     lines = ["THE AGENT'S TRAJECTORY SO FAR:", labelled("INITIAL OBSERVATION", ctx.shown(0))]
-    steps = sorted({1, *range(max(1, n - shown + 1), n + 1)}) if n else []
+    recent = range(max(1, n - shown + 1), n + 1)
+    # the first step stays beside the recent ones, unless the context made prompts drop steps
+    steps = sorted({*recent} if keep is not None else {1, *recent}) if n else []
     prev = 0
     for i in range(1, n + 1):
         if i not in steps:
