@@ -6,6 +6,7 @@ ContextLengthError, which is not a model failure."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 from clew.agents.fitting import elide_pairs, fit, fit_messages, gap_note
@@ -45,7 +46,7 @@ def test_fit_keeps_first_and_last_turns_marks_the_gap_and_leaves_room():
     marked = [m for m in out if "left out to fit the context" in m["content"]]
     assert len(marked) == 1 and marked[0]["role"] == "user"
     roles = [m["role"] for m in out]
-    assert all(a != b for a, b in zip(roles[1:], roles[2:]))      # turns still alternate
+    assert all(a != b for a, b in itertools.pairwise(roles[1:]))   # turns still alternate
     # the largest history that fits: one more pair would not
     dropped = int(marked[0]["content"].split()[1])
     assert lm.count_tokens(elide_pairs(msgs, dropped - 1)) + 60 > 400
@@ -76,8 +77,9 @@ def test_the_estimate_over_counts_a_real_tokenizer():
                                   / "tokenizer.json"))
     tok.no_padding()
     tok.no_truncation()
-    texts = ['Thoughts: on track.\n**STATUS CODE:** C', 'Next action:\n```json\n{"action": '
-             '"up"}\n```', '{"reason": "peak near 3.25", "query": {"x": 3.25}}']
+    texts = ["Thoughts: on track.\n**STATUS CODE:** C",
+             'Next action:\n```json\n{"action": "up"}\n```',
+             '{"reason": "peak near 3.25", "query": {"x": 3.25}}']
     for suite in ("gridmap-mini:test", "textminigrid-v1:test", "paper-003-main:test",
                   "rooms-v2-4x4:test"):
         for task in resolve(suite)[:3]:

@@ -133,7 +133,7 @@ def test_a_reasoning_block_quoting_other_answers_changes_nothing(i):
 
 @pytest.mark.parametrize("i", range(len(READERS)))
 def test_an_unclosed_reasoning_block_is_no_answer(i):
-    name, case, read = READERS[i]
+    _, case, read = READERS[i]
     if "</think>" in case["text"]:
         pytest.skip("the case closes a reasoning block of its own")
     assert read(f"<think>\n{case['text']}", "stop") is None

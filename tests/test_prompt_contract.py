@@ -123,7 +123,7 @@ def test_observations_are_labelled_once(task):
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.env)
 def test_per_step_facts_come_from_the_current_observation(task):
-    env, ctx = play(task, n=3)
+    _, ctx = play(task, n=3)
     later = ctx.at(ctx.observations, ctx.actions, ctx.raws)
     early = ctx.at(ctx.observations[:1], [], [])
     # the system prompt is the same at every step: nothing of the current state is frozen in it

@@ -34,6 +34,7 @@ from typing import Any
 
 from clew.envs.answers import json_objects, regions
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
+from clew.envs.gridmap import prompts
 from clew.envs.gridmap.instance import (
     ACHIEVED,
     DIRECTIONS,
@@ -45,7 +46,6 @@ from clew.envs.gridmap.instance import (
     prec,
     step_cell,
 )
-from clew.envs.gridmap import prompts
 
 INVALID_POLICIES = ("stay_and_count", "retry_without_step")
 

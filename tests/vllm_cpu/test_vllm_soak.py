@@ -38,6 +38,7 @@ from vllm_helpers import ENGINE
 pytestmark = pytest.mark.vllm
 STEPS = int(os.environ.get("CLEW_SOAK_STEPS", "8"))
 N_TASKS = int(os.environ.get("CLEW_SOAK_TASKS", "4"))
+N_TASKS_2048 = int(os.environ.get("CLEW_SOAK_TASKS", "2"))
 #: the TextMiniGrid prompt variant of the 1024-token run: "obs" (the observation description
 #: only) lets the policy's prompts fit; with "default" not even the first policy prompt does
 PROMPT = os.environ.get("CLEW_SOAK_PROMPT", "obs")
@@ -185,7 +186,7 @@ def test_rmcts_mad_soak_within_1024_tokens(tmg_model_dir, tmp_path, monkeypatch)
     """The acceptance setting: max_model_len 1024. The policy's prompts fit (their history
     elided); a debate judge needs the task, two observations and both arguments, more than 1024
     tokens on TextMiniGrid, so episodes end recorded with context_length; the run goes on."""
-    recs, agg, lm = soak(tmg_model_dir, tmp_path, monkeypatch, 1024, PROMPT, N_TASKS, STEPS)
+    _, agg, lm = soak(tmg_model_dir, tmp_path, monkeypatch, 1024, PROMPT, N_TASKS, STEPS)
     if PROMPT == "obs":
         assert lm.sizes and agg["context_length_failures"] > 0
 
@@ -194,7 +195,8 @@ def test_rmcts_mad_soak_elides_history_in_2048_tokens(tmg_model_dir, tmp_path, m
     """With room for a few steps the value roles run too, and long histories are elided to fit.
     (The random model's replies are cut at max_tokens and never parse, so no step qualifies for
     a reflection; the reflector's fitting is tested with the fake backend.)"""
-    recs, _, lm = soak(tmg_model_dir, tmp_path, monkeypatch, 2048, "obs", 2, max(STEPS, 6))
+    recs, _, lm = soak(tmg_model_dir, tmp_path, monkeypatch, 2048, "obs", N_TASKS_2048,
+                       max(STEPS, 6))
     roles = set().union(*(r["usage"] for r in recs))
     assert {"policy", "debate", "judge"} <= roles
     assert lm.elided > 0
