@@ -175,7 +175,7 @@ def soak(model_dir, tmp_path, monkeypatch, context, prompt, n_tasks, steps):
         r["outcome"]["stopped_by"] == "context_length" for r in recs)
     print(f"\nsoak (max_model_len {context}, prompt {prompt}): {len(recs)} episodes, "
           f"{sum(len(r['steps']) for r in recs)} steps, {len(lm.sizes)} requests "
-          f"({lm.elided} with elided history), largest {max(lm.sizes)} / {context} tokens, "
+          f"({lm.elided} with elided history), largest {max(lm.sizes, default=0)} / {context} tokens, "
           f"context failures {agg['context_length_failures']}, stopped_by "
           f"{[r['outcome']['stopped_by'] for r in recs]}, {wall:.0f} s\n"
           + (run.path / "summary.md").read_text())
