@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from clew.agents.lm.spec import experiment_options, loaded_engine_settings
 from clew.envs.suites import resolve
 from clew.eval.agents import build_agent, search_memory_dir
 from clew.eval.config import ConfigError, EvalConfig
@@ -19,6 +20,24 @@ MAX_TASK_ROWS = 12  # summaries list tasks one by one for suites this small
 # Fields that must not change when a run is resumed.
 RESUME_KEYS = ("agent", "agent_options", "suite", "repeats", "env_options", "max_steps",
                "max_invalid_streak", "repeat_limit", "shard", "limit")
+
+
+def comparable(config: dict[str, Any], key: str) -> Any:
+    """A config field as resume and merge compare it: engine-only model options (tensor-parallel
+    size, memory fraction, batch limits, ...) do not make another experiment."""
+    value = config.get(key)
+    return experiment_options(value) if key == "agent_options" else value
+
+
+def check_resume(run: RunDir, config: dict[str, Any]) -> None:
+    """Refuse to resume ``run`` with a config that differs in a field that defines the run."""
+    if not (run.path / "config.yaml").exists():
+        return
+    old = run.config()
+    for key in RESUME_KEYS:
+        if comparable(old, key) != comparable(config, key):
+            raise ConfigError(f"error: cannot resume {run.path}: config field {key!r} was "
+                              f"{old.get(key)!r}, now {config.get(key)!r}")
 
 
 def default_out(cfg: EvalConfig) -> str:
@@ -61,7 +80,12 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
     record["out"] = str(run.path)
     record["clew_version"] = clew_version()
     record["git_commit"] = git_commit()
-    run.open(record, resume=cfg.resume, compare=RESUME_KEYS)
+    engines = loaded_engine_settings()  # check_agent built the models: what they run with
+    if engines:
+        record["engines"] = engines
+    if cfg.resume:
+        check_resume(run, record)
+    run.open(record, resume=cfg.resume)
     counts = asyncio.run(run_suite(
         lambda: build_agent(cfg.agent, **cfg.agent_options), tasks, run,
         repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
