@@ -91,6 +91,8 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
         repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
         max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak,
         repeat_limit=cfg.repeat_limit, progress=progress,
+        parse_stop=(None if cfg.parse_failure_rate is None else
+                    (cfg.parse_failure_rate, cfg.parse_failure_min_outputs)),
     ))
     agg = finalize(run)
     agg["counts"] = counts

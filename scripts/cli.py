@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         from clew.eval.runner import RunAborted
 
         if isinstance(exc, RunAborted):
-            print(f"run aborted: {exc}", file=sys.stderr)
+            print(f"error: run aborted: {exc}", file=sys.stderr)
             return 3
         raise
 

@@ -63,7 +63,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError, Sampling
+from clew.agents.lm.base import (
+    ChatRequest,
+    Completion,
+    ContextLengthError,
+    LanguageModel,
+    LMError,
+    Sampling,
+)
 from clew.agents.lm.sampling import validate_sampling
 from clew.agents.usage import Usage
 
@@ -311,6 +318,8 @@ class VLLMModel(LanguageModel):
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        #: prompt + completion tokens per request: the engine's resolved max_model_len
+        self.context_length = int(self.engine.model_config.max_model_len)
         self.lora = LoRARequest("adapter", 1, str(self.adapter)) if self.adapter else None
 
     # --- public API ----------------------------------------------------------------------
@@ -322,6 +331,10 @@ class VLLMModel(LanguageModel):
         futures = [asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._one(r), self._loop))
                    for r in requests]
         return list(await asyncio.gather(*futures))
+
+    def count_tokens(self, messages: list[dict[str, str]]) -> int:
+        """Tokens of the rendered chat prompt, with the model's tokenizer."""
+        return len(self.prompt_ids(messages))
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of the rendered chat prompt (the same rendering as the hf backend)."""
@@ -363,6 +376,10 @@ class VLLMModel(LanguageModel):
             ids = self.prompt_ids(request.messages)
         except Exception as e:
             raise LMError(f"{self.name}: cannot render the chat prompt: {e}") from e
+        if len(ids) + s.max_tokens > self.context_length:
+            # vLLM would reject it (or cut the completion short): the caller's episode fails
+            raise ContextLengthError(f"{self.name}: prompt of {len(ids)} tokens + max_tokens "
+                                     f"{s.max_tokens} exceed max_model_len {self.context_length}")
         params = sampling_params(s)
         request_id = f"clew-{next(self._ids)}"
         final = None

@@ -27,6 +27,7 @@ import copy
 from dataclasses import dataclass, replace
 from typing import Any
 
+from clew.envs.answers import regions
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.browsergym.actions import ActionGrammar
 from clew.envs.browsergym.observation import PageRecord
@@ -193,11 +194,20 @@ class BrowserGymEnv(Env):
                 f"success or failure, or after {self.step_budget()} actions.")
 
     def action_help(self) -> str:
-        return (f"{self.grammar.describe()}\nAnswer with exactly one action per turn, e.g. "
+        return (f"{self.grammar.describe()}\nOne action per turn, e.g. "
                 "click('12') or fill('14', 'some text').")
 
+    def answer_format(self) -> str:
+        return "one action call, e.g. click('12') or fill('14', 'some text')"
+
     def parse_action(self, text: str) -> str | None:
-        return self.grammar.parse(text)
+        """The shared answer rules first (clew.envs.answers: reasoning dropped, the last answer
+        label, the last fence, the whole reply), then the grammar on each region."""
+        for region in regions(text):
+            action = self.grammar.parse(region)
+            if action is not None:
+                return action
+        return None
 
     def canonical(self, action: str) -> str:
         return self.grammar.parse(action) or action.strip()
