@@ -229,9 +229,13 @@ def replay_tree(tree: Tree, env: EpisodeRules, key: str, t: int, out: Collected)
 
 def _value_row(node: Node, truth: Truth, scale: str, key: str, t: int) -> ValueRow:
     rec = node.value_record or {}
+    # a value no sample gave is unknown, also where the run's ``parse_failure: zero`` stored a 0
+    # for it (docs/methods/debate.md#unknown-values): counted as a parse failure, never as 0
+    unknown = node.info.get("value_unknown") or rec.get("all_failed")
     return ValueRow(
         episode=key, t=t, node=node.node_id, depth=node.depth,
-        kind=str(rec.get("kind") or "single"), value=_unit(node.value, scale),
+        kind=str(rec.get("kind") or "single"),
+        value=None if unknown else _unit(node.value, scale),
         progress=truth.progress, solvable=truth.solvable, steps_to_goal=truth.steps_to_goal,
         steps_left=truth.steps_left, reflections=bool(rec.get("retrieved_reflection_ids")),
         samples=len(rec.get("samples") or ()), parse_fail=int(rec.get("n_parse_fail") or 0))
@@ -277,6 +281,23 @@ def _search_row(tree: Tree, successor, key: str, t: int) -> SearchRow | None:
         return None
     return SearchRow(key, t, committed.key, top.key, committed.key != top.key,
                      a.steps_to_goal, b.steps_to_goal, a.progress, b.progress)
+
+
+def families_with_truth() -> list[str]:
+    """The registered env families that define ground truth (override ``Env.steps_to_goal``);
+    an optional family whose package is not installed is left out."""
+    from clew.envs.base import Env
+    from clew.envs.registry import ENVS, env_class
+
+    out = []
+    for name in sorted(ENVS):
+        try:
+            cls = env_class(name)
+        except ImportError:
+            continue
+        if cls.steps_to_goal is not Env.steps_to_goal:
+            out.append(name)
+    return out
 
 
 def _rules(config: dict[str, Any], record: dict[str, Any]) -> EpisodeRules:
@@ -517,7 +538,8 @@ def configured_value(config: dict[str, Any]) -> dict[str, Any]:
         if name != "search":
             return {}
         opts = parse_agent_options(options, preset or name)
-    except Exception:  # an agent this clew cannot build any more: diagnose what is on disk
+    # an agent this clew cannot build any more: diagnose what is on disk
+    except Exception:  # noqa: BLE001
         return {}
     out: dict[str, Any] = {"algorithm": opts.search.algorithm,
                            "roles": "lm" if opts.lm_roles else "heuristic"}
@@ -541,8 +563,8 @@ def _nan_to_none(x: Any) -> Any:
 
 def plot(doc: dict[str, Any], folder: Path) -> list[Path]:
     """Reliability diagram and error by depth, per value kind; the files written."""
-    from clew.eval import plots  # noqa: F401  (selects matplotlib's headless backend)
     import matplotlib.pyplot as plt
+    from clew.eval import plots  # noqa: F401  (selects matplotlib's headless backend)
 
     written = []
     value = doc.get("value") or {}
@@ -640,7 +662,10 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
                      f"oracle prefers search {s['search_better']}, policy {s['policy_better']}, "
                      f"equal {s['equal']}")
     if not doc["value"] and not p["n"]:
-        lines.append("  no ground truth for these envs (Env.steps_to_goal is not defined)")
+        fams = ", ".join(doc["families"]) or "this run's envs"
+        lines.append(f"  nothing to measure: no ground truth for {fams} (Env.steps_to_goal is "
+                     f"defined for {', '.join(families_with_truth())})"
+                     if doc["trees"] else "  nothing to measure: the run recorded no trees")
     lines.append(f"  -> {Path(doc['run']) / 'diagnose'}")
     return lines
 

@@ -13,7 +13,7 @@ import math
 
 import pytest
 from clew.eval.config import EvalConfig
-from clew.eval.diagnose import diagnose_run, load, spearman, tobit_noise
+from clew.eval.diagnose import diagnose_run, families_with_truth, load, spearman, tobit_noise
 from clew.eval.evaluate import evaluate
 from clew.eval.report import write_report
 from clew.scripts.cli import main
@@ -41,6 +41,16 @@ def test_heuristic_value_noise_is_recovered(tmp_path, noise):
     for depth, s in doc["value"]["heuristic"]["by_depth"].items():
         if s["n"] >= 100:
             assert abs(s["noise_fit"] - noise) < 0.08, (depth, s)
+
+
+def test_noise_is_recovered_on_textminigrid_too(tmp_path):
+    # the truth there is the BabyAI bot's plan, not a map distance: another oracle, same answer
+    doc = diagnose_run(_run(tmp_path, "t", {"value": {"noise": 0.2}}, limit=2, max_steps=20,
+                            suite="textminigrid-v1:test"))
+    v = doc["value"]["heuristic"]["all"]
+    assert doc["families"] == ["textminigrid"] and doc["skipped"] == {} and v["n"] > 100
+    assert abs(v["noise_fit"] - 0.2) < 0.04, v
+    assert doc["policy"]["all"]["n"] > 50
 
 
 def test_less_noise_ranks_states_better(tmp_path):
@@ -89,11 +99,39 @@ def test_a_tree_that_replay_contradicts_is_skipped_not_trusted(tmp_path):
     assert doc["trees"] == len(files)
 
 
-def test_an_env_without_ground_truth_is_undefined_not_zero(tmp_path):
+def test_an_env_without_ground_truth_is_undefined_not_zero(tmp_path, capsys):
     path = _run(tmp_path, "h", {}, suite="rooms-v1:test", limit=1, max_steps=3)
     doc = diagnose_run(path)
     assert doc["value"] == {} and doc["policy"]["all"]["n"] == 0 and doc["trees"] == 3
     assert doc["skipped"] == {"no ground truth (rooms)": 3}
+    assert families_with_truth() == ["gridmap", "textminigrid"]
+    assert main(["diagnose", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to measure: no ground truth for rooms (Env.steps_to_goal is defined for " \
+           "gridmap, textminigrid)" in out
+
+
+def test_unknown_values_are_parse_failures_not_zeros(tmp_path):
+    path = _run(tmp_path, "u", {"value": {"noise": 0.1}}, limit=1, max_steps=4)
+    before = diagnose_run(path)["value"]["heuristic"]["all"]
+    file = min((path / "trees").glob("*/*.json.gz"))
+    data = json.loads(gzip.decompress(file.read_bytes()))
+    evaluated = [data["nodes"][i] for i in data["eval_order"] if data["nodes"][i]["parent"]]
+    # as evaluate_node stores an unreadable value; and as `parse_failure: zero` stores it
+    evaluated[0].update(value=None, info={"value_unknown": True})
+    evaluated[0]["value_record"].update(v=None, all_failed=True, n_parse_fail=1,
+                                        samples=[[None, "?"]])
+    evaluated[1].update(value=0.0)
+    evaluated[1]["value_record"].update(v=0.0, all_failed=True, n_parse_fail=1,
+                                        samples=[[None, "?"]])
+    file.write_bytes(gzip.compress(json.dumps(data).encode()))
+    after = diagnose_run(path)["value"]["heuristic"]["all"]
+    assert (after["n"], after["unknown"]) == (before["n"] - 2, 2)
+    assert before["parse_fail_share"] == 0.0 < after["parse_fail_share"]
+    rows = [json.loads(x) for x in (path / "diagnose" / "nodes.jsonl").read_text().splitlines()]
+    marked = {evaluated[0]["node_id"], evaluated[1]["node_id"]}
+    assert [r["value"] for r in rows if r["row"] == "value" and r["t"] == 0
+            and r["node"] in marked and r["episode"] == file.parent.name] == [None, None]
 
 
 def test_tobit_fit_and_rank_correlation_on_known_data():
@@ -123,16 +161,18 @@ def test_cli_and_report_section(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_lm_roles_with_the_tiny_model_end_to_end(tmp_path, lively_model_dir):
+def test_lm_roles_with_the_tiny_model_end_to_end(tmp_path, lively_model_dir, capsys):
     options = {"model": f"hf:{lively_model_dir}",
                "search": {"n_simulations": 3, "branching_factor": 2},
                "policy": {"n_samples_min": 4, "max_tokens": 12},
                "value": {"single": {"n": 2, "max_tokens": 12}}}
-    path = _run(tmp_path, "lm", options, agent="mcts", limit=1, max_steps=2)
-    doc = diagnose_run(path)
-    assert doc["configured"]["roles"] == "lm" and doc["trees"] >= 1 and not doc["skipped"]
-    assert set(doc["value"]) == {"single"}
-    v = doc["value"]["single"]["all"]
-    assert v["n"] + v["unknown"] >= 1
-    assert 0.0 <= v["parse_fail_share"] <= 1.0
+    path = _run(tmp_path, "lm", options, agent="mcts", limit=1, max_steps=3)
     assert main(["diagnose", str(path)]) == 0
+    doc = load(path)
+    assert doc["configured"]["roles"] == "lm" and doc["trees"] == 3 and not doc["skipped"]
+    # the random model's proposals do not parse: every expansion is a NONE edge, counted as such
+    # (nothing is evaluated, so there is no value row to count as 0)
+    p = doc["policy"]["all"]
+    assert p["n"] >= 1 and p["none_share"] == 1.0 and p["recall_at_b"] == 0.0
+    assert all(v["all"]["n"] + v["all"]["unknown"] >= 1 for v in doc["value"].values())
+    assert "nothing parsed 1.000" in capsys.readouterr().out
