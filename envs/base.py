@@ -260,7 +260,7 @@ class Env(ABC):
         knowledge of the world under the env's own limits (``math.inf`` when success is out of
         reach, 0 once it is reached), or ``None`` when the env does not define it (the default).
 
-        Ground truth for ``clew diagnose`` (docs/methods/diagnostics.md) only, like
+        Ground truth for ``clew diagnose`` (docs/methods/diagnose.md) only, like
         :meth:`oracle`; agents never call it. The runner's step limit is not the env's: the
         caller compares the result with the steps the episode rules leave.
         """

@@ -1,5 +1,5 @@
 """``clew diagnose RUN``: the search roles measured against ground truth
-(docs/methods/diagnostics.md).
+(docs/methods/diagnose.md).
 
 A search tree holds observations, not env states. Every node's true state is rebuilt by replay:
 the task is reset, the executed prefix of the episode is stepped (each observation compared with
@@ -716,7 +716,7 @@ def report_tables(runs: list[Any]) -> dict[str, Any]:
             "Each evaluated node's value against its replayed state: bias/MAE/RMSE/Spearman "
             "against progress (normalised optimal value-to-go), Brier/ECE against 'solvable "
             "within the steps left'; noise fit: sigma of a Gaussian error fitted to the clipped "
-            "values (docs/methods/diagnostics.md).")
+            "values (docs/methods/diagnose.md).")
         out["diagnose_value_depth"] = Table(
             "diagnose_value_depth", "Diagnostics: value error by depth",
             ["run", "value", "depth", "nodes", "MAE", "Spearman", "Brier"], depth,
@@ -761,5 +761,5 @@ def report_figures(runs: list[Any], pdir: Path) -> list[Any]:
             dst.write_bytes(src.read_bytes())
             title = "Value reliability" if name.startswith("reliability") else "Value error by depth"
             figs.append(Figure(f"diagnose_{safe}_{Path(name).stem}", f"{title} ({r.name})", dst,
-                               "From `clew diagnose` (docs/methods/diagnostics.md)."))
+                               "From `clew diagnose` (docs/methods/diagnose.md)."))
     return figs

@@ -1,5 +1,5 @@
 """``clew diagnose RUN... [--limit N]``: the search roles of a run against ground truth
-(:mod:`clew.eval.diagnose`, docs/methods/diagnostics.md).
+(:mod:`clew.eval.diagnose`, docs/methods/diagnose.md).
 
 Writes ``RUN/diagnose/`` (``diagnose.json``, ``nodes.jsonl``, plots) for each run and prints the
 main numbers; ``clew report`` then shows them too.

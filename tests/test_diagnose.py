@@ -1,4 +1,4 @@
-"""``clew diagnose``: the search roles against ground truth (docs/methods/diagnostics.md).
+"""``clew diagnose``: the search roles against ground truth (docs/methods/diagnose.md).
 
 With heuristic roles the answers are known: the value is ground-truth progress plus Gaussian
 noise of a configured size, so the calibration numbers must recover that size; a policy that

@@ -1,7 +1,7 @@
-"""Learning from trees beyond SFT (docs/methods/learning-from-trees.md): ``clew data`` writes
-step-level preference pairs and value targets from searched trees; ``clew train objective=dpo``
-trains the tiny model on the pairs with TRL's DPOTrainer; the checkpoint runs as a distilled
-agent under ``clew eval``."""
+"""Learning from trees beyond SFT (docs/methods/exploratory-learning.md#preference-pairs-and-dpo):
+``clew data`` writes step-level preference pairs and value targets from searched trees;
+``clew train objective=dpo`` trains the tiny model on the pairs with TRL's DPOTrainer; the
+checkpoint runs as a distilled agent under ``clew eval``."""
 
 from __future__ import annotations
 

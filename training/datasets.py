@@ -8,7 +8,11 @@ objects with a ``messages`` column in chat format plus metadata columns:
 * ``el``: Exploratory Learning samples;
 * ``il_all``: Imitation Learning samples of every selected episode (the paper's IL);
 * ``il_matched``: IL samples of exactly the episodes that gave EL data (the code's IL), so EL
-  and IL can be compared on equal task sets (§6.2).
+  and IL can be compared on equal task sets (§6.2);
+* ``pairs`` and ``values``: step-level preference pairs (TRL's conversational preference format)
+  and value targets from every episode's trees (:mod:`clew.training.preferences`,
+  docs/methods/exploratory-learning.md#preference-pairs-and-dpo); their own columns, one JSONL
+  shape.
 
 Every assistant message carries ``weight`` (0 or 1, the OpenAI fine-tuning convention); other
 messages have ``weight`` null. Metadata columns: ``task_id``, ``env``, ``source_run``,

@@ -1,5 +1,5 @@
 """``clew train objective=dpo``: TRL ``DPOTrainer`` on the preference pairs that ``clew data``
-draws from search trees (docs/methods/learning-from-trees.md).
+draws from search trees (docs/methods/exploratory-learning.md#preference-pairs-and-dpo).
 
 The config is :class:`clew.training.sft.TrainConfig`, read the same way as for SFT: ``method``
 (``lora`` | ``full``), the ``lora`` section, the optimiser, device, precision, checkpoint and

@@ -1,5 +1,5 @@
 """Search trees to step-level preference pairs and value targets
-(docs/methods/learning-from-trees.md).
+(docs/methods/exploratory-learning.md#preference-pairs-and-dpo).
 
 A searched tree holds more signal than the executed path that SFT imitates: at every node the
 search tried several actions and estimated each one's worth (the edge's Q, the mean return backed

@@ -10,6 +10,9 @@ chats"), §6.8 (per-turn weights).
   ``assistant_only_loss``, which needs ``{% generation %}`` markers in the chat template; TRL
   patches the templates of the common model families itself). A weight-0 assistant turn after a
   weighted one cannot be expressed this way and is an error naming the row.
+* ``objective: dpo`` trains preference pairs with TRL's ``DPOTrainer`` instead
+  (:mod:`clew.training.dpo`, docs/methods/exploratory-learning.md#preference-pairs-and-dpo);
+  the fields below mean the same for both.
 * Runs under ``accelerate launch`` unchanged (the Trainer picks up DDP / FSDP / DeepSpeed);
   on a machine without CUDA it trains on CPU (``use_cpu``, fp32).
 * Output: the adapter (LoRA) or the full model, with the tokenizer, in ``output_dir``;
