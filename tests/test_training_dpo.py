@@ -64,6 +64,7 @@ def test_pairs_are_sibling_actions_with_a_q_margin(searched):
 
 def test_pair_prompts_are_what_the_il_distilled_agent_sees(searched):
     """At a tree's root the prompt is the IL chat of the executed steps so far."""
+    from clew.agents.distilled import elide
     from clew.envs.base import Task
     from clew.envs.registry import make_for
     from clew.training.flatten import il_turns, teacher_force
@@ -76,8 +77,11 @@ def test_pair_prompts_are_what_the_il_distilled_agent_sees(searched):
                   if r["key"] == p["episode"])
     task = Task.from_dict(record["task"])
     chat = teacher_force(make_for(task), task, il_turns(record)[:p["t"]], "il", open_end=True)
-    assert p["prompt"] == [{"role": m["role"], "content": m["content"]} for m in chat.messages]
-    assert len([m for m in p["prompt"] if m["role"] == "assistant"]) == p["t"]
+    # the distilled agent's history elision: system turn, first 2 and last 6 exchanges
+    assert p["prompt"] == elide([{"role": m["role"], "content": m["content"]}
+                                 for m in chat.messages], 2, 6)
+    assert len([m for m in p["prompt"] if m["role"] == "assistant"]) == min(p["t"], 7)
+    assert max(len(p["prompt"]) for p in pairs) == 1 + 2 * 8 - 1
 
 
 def test_value_targets_hold_v_q_and_visits(searched):
@@ -163,8 +167,8 @@ def test_dpo_trains_the_tiny_model_and_the_result_is_a_distilled_agent(
     before, after = _margins(str(tiny_model_dir), pairs), _margins(model_dir, pairs)
     gain = [a - b for a, b in zip(after, before)]
     # (pairs of different nodes prefer opposite moves, which a random tiny model can hardly tell
-    # apart by their prompts: not every margin grows, on average they do; measured: +0.9 nats,
-    # 21 of 32 pairs, for both)
+    # apart by their prompts: not every margin grows, on average they do; measured: +0.63 nats
+    # full, +0.81 LoRA, 21 of 32 pairs each)
     assert sum(gain) / len(gain) > 0.3 and sum(g > 0 for g in gain) > len(gain) / 2
     # and it runs as a distilled agent in the IL format
     run = searched / f"eval-{method}"

@@ -84,7 +84,8 @@ class DataConfig(BaseModel):
             elide_keep_last_pairs=self.elide_keep_last_pairs, strict_replay=self.strict_replay)
 
     def pair_options(self) -> PairOptions:
-        return PairOptions(self.pair_margin, self.pair_min_visits, self.value_min_visits)
+        return PairOptions(self.pair_margin, self.pair_min_visits, self.value_min_visits,
+                           self.elide_keep_first_pairs, self.elide_keep_last_pairs)
 
     def digest(self) -> str:
         blob = json.dumps(self.model_dump(exclude={"out"}), sort_keys=True)

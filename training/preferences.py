@@ -19,7 +19,8 @@ into two datasets:
 The ``prompt`` of both is what the distilled agent in the IL format sees at that node
 (:mod:`clew.agents.distilled`, ``format: il``): the system prompt, the episode's executed steps
 before the tree, then the tree path to the node, replayed in a fresh env with
-:func:`clew.training.flatten.teacher_force`, so a model trained on the pairs is run with
+:func:`clew.training.flatten.teacher_force` and its history elided as in the chat samples, so a
+model trained on the pairs is run with
 ``clew eval --agent distilled --agent-options '{"format": "il"}'``. The completions are the
 edges' own completions (a bare action gets the answer line, like IL data).
 
@@ -33,6 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from clew.agents.distilled import elide
 from clew.envs.base import Task
 from clew.search.tree import Edge, Node, Tree
 from clew.training.flatten import FlattenError, Turn, completion_text, il_turns, teacher_force
@@ -45,6 +47,8 @@ class PairOptions:
     margin: float
     min_visits: int
     value_min_visits: int
+    keep_first: int = 2          # history elision, as for the chat samples (elide_keep_*_pairs)
+    keep_last: int = 6
 
 
 @dataclass
@@ -128,7 +132,9 @@ def tree_rows(record: dict[str, Any], t: int, tree: Tree, make_env, opt: PairOpt
         if chat.truncated or chat.messages[-1]["role"] != "user":
             out.counts["replay_failed"] += 1
             continue
-        prompt = [{"role": m["role"], "content": m["content"]} for m in chat.messages]
+        # elided like the IL samples and the distilled agent's own prompts
+        prompt = elide([{"role": m["role"], "content": m["content"]} for m in chat.messages],
+                       opt.keep_first, opt.keep_last)
         where = {**meta, "t": t, "node": node.node_id, "depth": node.depth}
         if value is not None:
             out.values.append({"prompt": prompt, **value, **where})
