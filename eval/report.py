@@ -451,6 +451,9 @@ def make_plots(runs: list[Run], tables: dict[str, Table], out: Path) -> tuple[li
     if plots.gap_bars(gap_rows, path):
         figs.append(Figure("gap_decomposition", "Gap decomposition", path,
                            "Mean normalised exploration + exploitation gap; bar = total gap."))
+    from clew.eval.diagnose import report_figures
+
+    figs += report_figures(runs, pdir)
     return figs, fits
 
 
@@ -462,6 +465,9 @@ def build_tables(runs: list[Run], react: Run | None) -> dict[str, Table]:
             tables[t.key] = t
     tables["compute"] = compute_table(runs)
     tables["failures"] = failures_table(runs)
+    from clew.eval.diagnose import report_tables  # runs that `clew diagnose` has read
+
+    tables.update(report_tables(runs))
     return tables
 
 

@@ -2,7 +2,9 @@
 (spec_002 §6; :mod:`clew.training.datasets`).
 
 Writes ``DIR/el``, ``DIR/il_all``, ``DIR/il_matched`` (Hugging Face ``save_to_disk``), the same as
-JSONL (``DIR/<subset>.jsonl``, chat format) and ``DIR/export_report.json``.
+JSONL (``DIR/<subset>.jsonl``, chat format), ``DIR/pairs`` and ``DIR/values`` (preference pairs
+and value targets, docs/methods/exploratory-learning.md#preference-pairs-and-dpo; JSONL too) and
+``DIR/export_report.json``.
 """
 
 from __future__ import annotations
