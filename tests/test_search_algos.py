@@ -409,3 +409,30 @@ def test_evaluation_records_reach_the_tree():
     hooks.evaluate = evaluate
     res = plan("ab-mcts", hooks, branching_factor=2, n_simulations=2, max_depth_actions=1)
     assert [n.value_record for n in res.tree.nodes[1:]] == [{"state": "a0"}, {"state": "a1"}]
+
+
+def test_both_appear_in_the_compute_scaling_report(tmp_path):
+    import csv
+
+    from clew.eval.report import write_report
+
+    runs = []
+    for preset in ("mcts-heuristic", "best-of-n-heuristic", "ab-mcts-heuristic"):
+        for budget in (2, 4):
+            out = tmp_path / f"{preset}-{budget}"
+            args = ["eval", "--agent", preset, "--suite", "gridmap-mini:test", "--limit", "1",
+                    "--out", str(out), "max_steps=2"]
+            if budget == 4:                 # one run from the preset's config, one measured
+                args.append("agent_options.search.n_simulations=4")
+            assert main(args) == 0
+            runs.append(out)
+    rep = write_report(runs, tmp_path / "report")
+    rows = list(csv.DictReader((rep.out / "tables" / "compute.csv").open()))
+    by_run = {(r["agent"], r["run"].rsplit("-", 1)[1]): r for r in rows}
+    for preset in ("mcts-heuristic", "best-of-n-heuristic", "ab-mcts-heuristic"):
+        assert float(by_run[(preset, "4")]["nodes/tree"]) == 4
+        assert by_run[(preset, "4")]["from"] == "config"
+        # the preset's budget (10) measured on the trees: simulations, not nodes
+        assert by_run[(preset, "2")]["from"] == "trees"
+        assert float(by_run[(preset, "2")]["nodes/tree"]) == 10
+    assert (rep.out / "plots" / "scaling_nodes.png").exists()
