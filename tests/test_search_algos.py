@@ -432,7 +432,8 @@ def test_both_appear_in_the_compute_scaling_report(tmp_path):
     for preset in ("mcts-heuristic", "best-of-n-heuristic", "ab-mcts-heuristic"):
         assert float(by_run[(preset, "4")]["nodes/tree"]) == 4
         assert by_run[(preset, "4")]["from"] == "config"
-        # the preset's budget (10) measured on the trees: simulations, not nodes
+        # the preset's budget (10) measured on the trees: simulations (fewer after an early
+        # stop), not nodes
         assert by_run[(preset, "2")]["from"] == "trees"
-        assert float(by_run[(preset, "2")]["nodes/tree"]) == 10
+        assert 0 < float(by_run[(preset, "2")]["nodes/tree"]) <= 10
     assert (rep.out / "plots" / "scaling_nodes.png").exists()
