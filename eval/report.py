@@ -29,8 +29,10 @@ Decisions:
   least two distinct values over all episodes; rows follow the families' declaration order
   (families by name).
 * Nodes per tree: the search budget from ``agent_options`` (first key of :data:`NODE_KEYS`
-  found, nested dicts searched too); without one, the mean node count of the run's saved trees
-  (an even sample of at most :data:`MAX_TREES_READ` files).
+  found, nested dicts searched too); without one, measured on the run's saved trees (an even
+  sample of at most :data:`MAX_TREES_READ` files): the mean of their ``simulations`` counter
+  (the budget units every algorithm counts alike; best-of-N makes several nodes per unit), else
+  their mean node count.
 * Gap shares are ratios of the mean gaps (the per-run averaging of spec_001 D12 needs several
   runs per agent; the metric module may report its own share columns, which are then shown too).
 """
@@ -386,7 +388,10 @@ def nodes_per_tree(run: Run) -> tuple[float, str]:
     counts = []
     for file in files:
         try:
-            counts.append(len(load_tree_dict(file).get("nodes", [])))
+            data = load_tree_dict(file)
+            sims = (data.get("counters") or {}).get("simulations")
+            counts.append(sims if isinstance(sims, int) and not isinstance(sims, bool)
+                          else len(data.get("nodes", [])))
         except TreeFormatError as exc:
             print(f"warning: {exc}", file=sys.stderr)
     if counts:
