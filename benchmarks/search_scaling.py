@@ -7,6 +7,10 @@ judge stand-in; ``uses_oracle``) at several nodes-per-tree budgets (``n_simulati
 tasks, same seeds. Prints one JSON line per (suite, agent, budget) and a summary line.
 
     python benchmarks/search_scaling.py --suite gridmap-v1:test --suite textminigrid-v1:test
+
+``--q-init`` (repeatable: a number or ``parent``) runs every budget once per initial Q of
+unvisited edges (docs/methods/mcts.md#first-play-urgency); ``--seeds 0,1,2`` on the 45 tasks of
+``gridmap-v1:test`` gives 135 episodes per cell.
 """
 
 from __future__ import annotations
@@ -59,27 +63,36 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=None, help="first N tasks of each suite")
     p.add_argument("--max-steps", type=int, default=None, help="runner step limit")
     p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--q-init", action="append", help="MCTS q_init: a number or 'parent' "
+                   "(repeatable; default 0)")
+    p.add_argument("--no-policy-only", action="store_true", help="skip the no-search row")
     args = p.parse_args()
+    q_inits = [q if q == "parent" else float(q) for q in (args.q_init or ["0"])]
     suites = args.suite or ["gridmap-v1:test"]
     budgets = [int(b) for b in args.budgets.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
     summary = {}
     for suite in suites:
         tasks = resolve(suite)[: args.limit]
-        variants = [("policy-only", None)] + [("mcts", b) for b in budgets]
-        for agent, budget in variants:
-            def make(seed, budget=budget, agent=agent):
+        variants = [] if args.no_policy_only else [("policy-only", None, None)]
+        variants += [("mcts", b, q) for b in budgets for q in q_inits]
+        for agent, budget, q_init in variants:
+            def make(seed, budget=budget, agent=agent, q_init=q_init):
                 common = {"seed": seed, "policy": {"prior": args.prior}}
                 if agent == "policy-only":
                     return build_agent("policy-only", **common)
-                return build_agent("mcts", search={"n_simulations": budget},
+                return build_agent("mcts", search={"n_simulations": budget, "q_init": q_init},
                                    value={"noise": args.noise}, **common)
             t0 = time.perf_counter()
             recs = asyncio.run(run_one(make, tasks, seeds, args.max_steps, args.concurrency))
             row = summarise(suite, agent, budget, recs, time.perf_counter() - t0)
             row.update({"noise": args.noise, "prior": args.prior, "seeds": seeds})
+            name = agent
+            if budget:
+                row["q_init"] = q_init
+                name = f"{agent}@{budget}" + (f"/q_init={q_init}" if len(q_inits) > 1 else "")
             print(json.dumps(row), flush=True)
-            summary.setdefault(suite, {})[f"{agent}@{budget}" if budget else agent] = row["success"]
+            summary.setdefault(suite, {})[name] = row["success"]
     print(json.dumps({"summary": summary}), flush=True)
 
 
