@@ -10,8 +10,11 @@ Decisions:
 * ``scale="unit"`` by default; ``"signed"`` for parity with the R-MCTS_MAD code.
 * ``parse_failure="skip"``: unparseable samples are left out of the mean; if all fail, v = 0
   and the record is flagged ``all_failed``; ``"zero"`` counts them as 0 (code parity).
-* ``rubric=True``: one rubric request per task (cached per task text and reflection ids),
-  temperature 0 without reflections and 0.7 with; grading at the paper's 1.0 / 0.95.
+* ``rubric=True``: one rubric request per task (cached per task and first observation, usage
+  role ``rubric``), written with the reflections retrieved for the first node evaluated, and
+  kept for every later node, so the grading standard does not change with the reflections a
+  node retrieves; temperature 0 without reflections and 0.7 with; grading at the paper's
+  1.0 / 0.95.
 * Value reflections go into the grading prompt and into the rubric prompt (``sa_refl_target``
   "both").
 * Failures: a request the backend gives up on raises :class:`ValueCallError` naming the role
@@ -209,14 +212,13 @@ class SingleValue(LMValueFunction):
 
     async def rubric(self, ctx: Context, reflections: Sequence[dict] = (),
                      usage: UsageByRole | None = None) -> str:
-        """The per-task rubric (one request per task text and reflection set)."""
-        key = json.dumps([ctx.task_id, ctx.task, ctx.observations[0],
-                          [r.get("id") for r in reflections]])
+        """The per-task rubric (one request per task; see the module docstring)."""
+        key = json.dumps([ctx.task_id, ctx.task, ctx.observations[0]])
         if key not in self._rubrics:
             req = ChatRequest(rubric_messages(ctx, reflections),
                               Sampling(n=1, temperature=0.7 if reflections else 0.0, top_p=1.0,
                                        max_tokens=self.sampling["max_tokens"],
-                                       seed=derive_seed(ctx.seed, "rubric")), role="value")
+                                       seed=derive_seed(ctx.seed, "rubric")), role="rubric")
             comps = await value_call(self.lm, req, usage)
             self._rubrics[key] = parse_rubric(comps[0].text if comps else "")
         return self._rubrics[key]

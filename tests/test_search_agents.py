@@ -108,7 +108,7 @@ def responder(policy_mix=("a", "a", "a", "b", "b")):
             final = "FINAL ACTION" in req.messages[-1]["content"]
             letter = "E" if final else GRADES.get(last_obs(req), "E")
             return f"Thoughts: looks like {letter}\nSTATUS CODE: {letter}"
-        if req.role == "reflection":
+        if req.role in ("expect", "reflection"):
             return "a lesson"
         raise AssertionError(req.role)
     return respond

@@ -12,7 +12,7 @@ Failure handling ("Nothing lost, clear errors", DESIGN §5):
 * connection errors, timeouts, 408/409/429 and 5xx answers are retried ``retries`` times with
   exponential backoff (``backoff * 2**k`` seconds, at most ``max_backoff``); other answers (a bad
   request, an unknown model, a refused key) are not retried;
-* every retry is logged (logger ``clew.lm``, level WARNING, one line: what failed, why, the wait
+* every retry is logged (this module's logger, level WARNING, one line: what failed, why, the wait
   and the attempt number), so a run that slows down says why;
 * then an :class:`LMError` names the server, the model, what happened and how many attempts over
   how long. A call therefore fails within about
@@ -44,7 +44,7 @@ from clew.agents.lm.sampling import validate_sampling
 from clew.agents.usage import Usage
 
 RETRY_STATUS = {408, 409, 429}
-log = logging.getLogger("clew.lm")
+log = logging.getLogger(__name__)
 
 
 class OpenAIModel(LanguageModel):
