@@ -302,9 +302,10 @@ async def run_suite(
                     f"with --resume") from exc
             except Exception as exc:
                 counts["failed"] += 1
+                # the innermost frames: where the bug is
                 run.append_error({"key": key, "task_id": task.id,
                                   "error": f"{type(exc).__name__}: {exc}",
-                                  "traceback": traceback.format_exc(limit=8)})
+                                  "traceback": traceback.format_exc(limit=-12)})
                 print(f"episode {key} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
                 return
             await writer.append(record)
