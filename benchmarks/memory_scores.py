@@ -126,7 +126,7 @@ def main() -> None:
             opts = {"roles": "heuristic", "search": {"n_simulations": args.simulations},
                     "memory": {"dir": str(Path(tmp) / "memory"), "min_score": -1.0},
                     "reflection": {"policy": {"threshold": 0.0}, "value": {"threshold": 0.0}}}
-            asyncio.run(run_suite(lambda: build_agent("rmcts", **opts), tasks, run,
+            asyncio.run(run_suite(lambda opts=opts: build_agent("rmcts", **opts), tasks, run,
                                   concurrency=1, max_steps=args.max_steps, progress=False,
                                   waves=True))
             best, every, by_family = logged_scores(run.path)
