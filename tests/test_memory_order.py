@@ -16,18 +16,18 @@ import textwrap
 
 import numpy as np
 import pytest
-from clew.agents.base import EpisodeOrder
 from clew.agents.lm.base import ChatRequest, Completion, LanguageModel
-from clew.agents.memory import MemoryLockError, ReflectionMemory, open_memory
+from clew.agents.memory import ReflectionMemory, open_memory
 from clew.agents.usage import Usage
 from clew.eval.agents import build_agent
 from clew.eval.config import EvalConfig
-from clew.eval.evaluate import memory_dir
 from clew.eval.runner import run_suite
 from clew.records import RunDir
 from toyenv import line_task, register
 
 register()
+# names added by the fix are imported in the tests that need them, so that each test fails on
+# its own on the code before it
 
 
 def _h(*parts) -> int:
@@ -125,6 +125,8 @@ def test_two_concurrent_rmcts_runs_are_identical_whatever_the_timing(tmp_path):
 
 
 def test_eval_runs_memory_agents_in_waves(tmp_path):
+    from clew.eval.evaluate import memory_dir
+
     assert memory_dir(EvalConfig(agent="rmcts", suite="gridmap-mini:test",
                                  agent_options={"memory": {"dir": "m"}})) == "m"
     assert memory_dir(EvalConfig(agent="mcts", suite="gridmap-mini:test")) is None
@@ -148,6 +150,8 @@ def rec(name):
 
 
 def test_records_land_in_run_order_and_waves_see_earlier_waves_only(tmp_path):
+    from clew.agents.base import EpisodeOrder
+
     mem = ReflectionMemory(tmp_path, embedder=AxisEmbedder(), min_score=-1.0, policy_top_m=10)
     mem.add("policy", rec("earlier-run"))                        # a record of an earlier run
     run = "runs/x"
@@ -174,6 +178,8 @@ def test_records_land_in_run_order_and_waves_see_earlier_waves_only(tmp_path):
 
 
 def test_a_duplicate_keeps_the_record_earlier_in_the_order(tmp_path):
+    from clew.agents.base import EpisodeOrder
+
     mem = ReflectionMemory(tmp_path, embedder=AxisEmbedder())
     mem.add("policy", {**rec("same"), "reflection": "from position 3"}, EpisodeOrder("r", 0, 3))
     assert mem.add("policy", {**rec("same"), "reflection": "from position 1"},
@@ -195,19 +201,30 @@ def test_open_memory_gives_each_handle_its_own_options(tmp_path):
 
 
 def test_temporary_memories_belong_to_one_run(tmp_path):
-    """Two runs in one process of an agent without memory.dir: the second starts empty."""
+    """Two runs in one process of an agent without memory.dir: the agents of one run share a
+    temporary memory, the next run gets a fresh one (issue 16 item 7)."""
     opts = {"roles": "heuristic", "search": {"n_simulations": 2},
             "reflection": {"policy": {"threshold": 0.0}, "value": {"threshold": 0.0}}}
-    seen = []
+    dirs, firsts = [], []
     for i in range(2):
         run = RunDir(tmp_path / f"r{i}")
         run.open({}, resume=False)
-        asyncio.run(run_suite(lambda: build_agent("rmcts", **opts), TASKS[:2], run,
-                              concurrency=1, max_steps=4, progress=False, waves=True))
-        seen.append([r["memory"]["policy"] + r["memory"]["value"] for r in
-                     sorted(run.episodes(), key=lambda r: r["key"])])
-    assert seen[0][1] > 0                 # the second episode of a run sees the first's
-    assert seen[1][0] == 0                # the next run does not see the last run's
+        built = []
+
+        def factory(built=built):
+            agent = build_agent("rmcts", **opts)
+            built.append(agent)
+            return agent
+
+        asyncio.run(run_suite(factory, TASKS[:2], run, concurrency=1, max_steps=4,
+                              progress=False))
+        dirs.append({str(a.memory.dir) for a in built})
+        firsts.append(len(built[0].memory.policy.records))
+    assert len(dirs[0]) == len(dirs[1]) == 1     # one memory per run
+    assert dirs[0] != dirs[1]                    # not shared across runs
+    assert firsts[0] > 0                         # (the memory was written)
+    outside = {str(build_agent("rmcts", **opts).memory.dir) for _ in range(2)}
+    assert len(outside) == 2 and not outside & (dirs[0] | dirs[1])   # outside a run: own
 
 
 HOLD = textwrap.dedent("""
@@ -222,6 +239,8 @@ HOLD = textwrap.dedent("""
 
 
 def test_a_second_process_cannot_write_the_same_memory(tmp_path):
+    from clew.agents.memory import MemoryLockError
+
     path = str(tmp_path / "m")
     tests = os.path.dirname(__file__)
     holder = subprocess.Popen([sys.executable, "-c", HOLD.format(tests=tests, path=path)],

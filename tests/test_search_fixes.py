@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from clew.agents.base import NO_ACTION
 from clew.agents.lm.fake import FakeLM
 from clew.agents.memory import ReflectionMemory
 from clew.agents.options import PolicyOptions, ReflectionOptions, ValueOptions
@@ -24,7 +23,7 @@ from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode, run_suite
 from clew.records import RunDir
 from clew.search.agent import SearchAgent
-from clew.search.mcts import MCTSConfig, parent_value, select
+from clew.search.mcts import MCTSConfig, select
 from clew.search.options import EpisodeOptions
 from clew.search.registry import make_algorithm
 from clew.search.tree import Tree
@@ -155,10 +154,10 @@ def test_item6_a_committed_none_edge_is_an_invalid_step_without_an_env_step():
     LoggedLine.stepped.clear()
     task = Task("toy-line-logged", {"length": 3, "budget": 10}, id="logged")
     rec = asyncio.run(run_episode(agent, task, max_steps=2, max_invalid_streak=0))
-    assert rec["actions"] == [NO_ACTION, NO_ACTION]
+    assert LoggedLine.stepped == []                  # neither the real env nor a simulator
+    assert rec["actions"] == ["(no action)", "(no action)"]
     assert [s["valid"] for s in rec["steps"]] == [False, False]
     assert all(s["info"]["no_action"] for s in rec["steps"])
-    assert LoggedLine.stepped == []                  # neither the real env nor a simulator
     assert rec["steps"][1]["obs"].endswith("at 0 of 3, step 2")   # each cost one step
 
 
@@ -220,6 +219,8 @@ def two_edge_node(value):
 
 
 def test_item13_q_init_parent_gives_unvisited_edges_the_parents_value():
+    from clew.search.mcts import parent_value
+
     node = two_edge_node(0.6)
     assert select(node, 1.0).key == "a"               # 0.7 + 0.25 beats 0 + 0.5
     assert select(node, 1.0, "parent").key == "b"     # 0.6 + 0.5 beats 0.95
