@@ -18,7 +18,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	PIP_CONSTRAINT=$(CONSTRAINT) $(PY) -m pip install -q -e '.[dev]'
+	PIP_CONSTRAINT=$(CONSTRAINT) $(PY) -m pip install -q -e '.[dev,web]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -35,7 +35,8 @@ test-vllm: $(STAMP)
 	bash scripts/setup_vllm_cpu.sh $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pytest -q -m vllm tests/vllm_cpu
 
-# Debian's Chromium for the headless-browser tests of the HTML report and tree viewer.
+# Debian's Chromium for the headless-browser tests: the HTML report, the tree viewer and the
+# BrowserGym web tasks (clew hands it to BrowserGym itself; `playwright install` is not needed).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
