@@ -10,7 +10,9 @@ tasks, same seeds. Prints one JSON line per (suite, agent, budget) and a summary
 
 ``--q-init`` (repeatable: a number or ``parent``) runs every budget once per initial Q of
 unvisited edges (docs/methods/mcts.md#first-play-urgency); ``--seeds 0,1,2`` on the 45 tasks of
-``gridmap-v1:test`` gives 135 episodes per cell.
+``gridmap-v1:test`` gives 135 episodes per cell. With two values, one more line per budget gives
+the paired difference in success (second minus first, the same task and seed on both sides)
+with a 95% bootstrap interval over episodes.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def main() -> None:
     budgets = [int(b) for b in args.budgets.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
     summary = {}
+    cells: dict[tuple, list[float]] = {}
     for suite in suites:
         tasks = resolve(suite)[: args.limit]
         variants = [] if args.no_policy_only else [("policy-only", None, None)]
@@ -93,6 +96,16 @@ def main() -> None:
                 name = f"{agent}@{budget}" + (f"/q_init={q_init}" if len(q_inits) > 1 else "")
             print(json.dumps(row), flush=True)
             summary.setdefault(suite, {})[name] = row["success"]
+            cells[(budget, q_init)] = [1.0 if r["outcome"]["success"] else 0.0 for r in recs]
+            if len(q_inits) == 2 and q_init == q_inits[1]:
+                first, second = cells[(budget, q_inits[0])], cells[(budget, q_init)]
+                diff = [b - a for a, b in zip(first, second)]
+                lo, hi = bootstrap_ci(diff)
+                print(json.dumps({"suite": suite, "nodes_per_tree": budget,
+                                  "paired_diff": f"q_init={q_init} minus q_init={q_inits[0]}",
+                                  "success_diff": round(statistics.fmean(diff), 4),
+                                  "ci95": [round(lo, 4), round(hi, 4)],
+                                  "episodes": len(diff)}), flush=True)
     print(json.dumps({"summary": summary}), flush=True)
 
 

@@ -230,5 +230,6 @@ class SearchAgent(BaseAgent):
         except RuntimeError:
             return asyncio.run(self.improve(episode))
         job = loop.create_task(self.improve(episode))
-        self.memory.pending.append(job)
+        if episode.order is None:   # in a run's waves the runner awaits it; the order does the rest
+            self.memory.pending.append(job)
         return job
