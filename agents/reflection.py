@@ -16,8 +16,9 @@ Decisions:
 * ``value_error="forward"`` (the code): e_V[o_{t+1}] = |Vn_t − Q_{t+1}|, the last state against
   the outcome anchor; ``"paper"``: |Vn_t − Q_t|.
 * Excluded steps (score −inf, and left out of r_est): NONE actions (nothing parsed), invalid
-  actions, steps the runner made itself (queries charged during a search), steps without tree
-  statistics. Selection masks by index, never mutates the record.
+  actions, steps the runner made itself (queries charged during a search that the search did
+  not then commit), steps without tree statistics. Selection masks by index, never mutates the
+  record.
 * A final STOP has no observation after it: the record's observations end at o_T−1's
   successor only when the last action was not a stop, so the last step is reflected on with
   the pseudo-observation (policy) and as a ``final_action`` item (value).
@@ -73,6 +74,7 @@ class StepStat:
     is_none: bool = False
     is_stop: bool = False
     runner_inserted: bool = False
+    action: str | None = None        # the canonical action of the edge (None: NONE)
 
     @property
     def excluded(self) -> bool:

@@ -154,7 +154,7 @@ class SearchAgent(BaseAgent):
         st.stats[(step.tree_step, e.edge_id)] = StepStat(
             q=e.q, n=e.n, prior=e.prior, v_next=e.v_next,
             value_record=child.value_record if child is not None else None,
-            is_none=e.is_none, is_stop=e.is_stop)
+            is_none=e.is_none, is_stop=e.is_stop, action=None if e.is_none else e.key)
         info: dict[str, Any] = {"search": {"kind": step.kind, "tree_step": step.tree_step,
                                            "edge_id": e.edge_id, "q": round(e.q, 6), "n": e.n,
                                            "prior": round(e.prior, 6), "v_next": e.v_next}}
@@ -186,14 +186,26 @@ class SearchAgent(BaseAgent):
     def task_record(self, episode: Episode) -> TaskRecord:
         """The executed trajectory with the statistics of the edge behind each step.
 
-        Steps the agent did not decide (queries charged during a search) get no statistics and
-        are excluded from attribution; a final STOP has no observation after it."""
+        In charged simulation a committed query the search already paid for is not executed
+        again: its statistics go to the step that paid for it. Other steps the agent did not
+        decide (queries charged and not committed) get none and are excluded from attribution.
+        A final STOP has no observation after it."""
         st = self.state(episode)
         env = episode.env
+        decided = {(s.get("tree_step"), s.get("edge_id")) for s in
+                   (step.info.get("search") or {} for step in episode.steps)}
+        paid: dict[str, StepStat] = {}
+        for key, stat in st.stats.items():      # in commit order: the first commit wins
+            if key not in decided and stat.action is not None:
+                paid.setdefault(stat.action, stat)
         stats = []
         for step in episode.steps:
-            s = step.info.get("search") or {}
-            stat = st.stats.get((s.get("tree_step"), s.get("edge_id")))
+            s = step.info.get("search")
+            if s is not None:
+                stat = st.stats.get((s.get("tree_step"), s.get("edge_id")))
+            else:   # a query charged during a search: the decision, if the search committed it
+                stat = paid.pop(env.canonical(step.action), None) \
+                    if step.info.get("charged_simulation") else None
             stat = StepStat(runner_inserted=True) if stat is None else copy.copy(stat)
             stat.valid = bool(step.valid)
             stats.append(stat)

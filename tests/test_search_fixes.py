@@ -253,17 +253,32 @@ def test_stats_pair_with_executed_steps_in_charged_mode():
         return end(episode)
 
     agent.on_episode_end = keep
-    asyncio.run(run_episode(agent, task, max_steps=100))
+    trees = []
+    asyncio.run(run_episode(agent, task, max_steps=100, on_tree=lambda t, d: trees.append(d)))
     rec, steps = seen["rec"], seen["steps"]
     assert len(rec.stats) == len(steps)
-    charged = [s.info.get("charged_simulation", False) for s in steps]
-    assert any(charged)
-    for stat, step, was_charged in zip(rec.stats, steps, charged):
-        if was_charged:
-            assert stat.runner_inserted and stat.excluded
-        else:
+    # what each tree decided: its committed edge's action and Q
+    decisions = {}
+    for tree in trees:
+        [edge_id] = tree["decision"]["edges"]
+        edge = tree["edges"][edge_id]
+        decisions.setdefault(edge["key"], edge["q"])
+    paired = 0
+    for stat, step in zip(rec.stats, steps):
+        if "search" in step.info:                       # executed as decided
             assert not stat.runner_inserted
             assert math.isclose(round(stat.q, 6), step.info["search"]["q"])
+        elif stat.runner_inserted:                      # charged, never committed
+            assert stat.excluded and stat.q is None
+        else:                                           # charged, then committed: paid already
+            assert step.info["charged_simulation"]
+            assert stat.q == decisions[task_env_key(task, step.action)]
+            paired += 1
+    assert paired > 0 and any(s.runner_inserted for s in rec.stats)
+
+
+def task_env_key(task, action):
+    return make_for(task).canonical(action)
 
 
 # --- issue 11 item 7: the prompt-matched no-search baseline -----------------------------------
