@@ -50,11 +50,14 @@ def quantiles(xs: list[float]) -> dict[str, float]:
             "p90": round(qs[17], 3)}
 
 
-def logged_scores(run: Path) -> tuple[list[float], list[float], dict[str, list[float]]]:
+def logged_scores(run: Path, families: dict[str, str]
+                  ) -> tuple[list[float], list[float], dict[str, list[float]]]:
+    """Best and all logged scores, and the best ones by env family (``families``: env name ->
+    ``Env.family``, the key of ``FAMILY_MIN_SCORE``)."""
     best, every, by_family = [], [], {}
     for file in sorted((run / "trees").rglob("*.json.gz")):
         tree = json.loads(gzip.decompress(file.read_bytes()))
-        family = tree["meta"]["env"]
+        family = families[tree["meta"]["env"]]
         for node in tree["nodes"]:
             lists = [node["info"].get("policy_refl_scores") or []]
             record = node.get("value_record") or {}
@@ -129,7 +132,10 @@ def main() -> None:
             asyncio.run(run_suite(lambda opts=opts: build_agent("rmcts", **opts), tasks, run,
                                   concurrency=1, max_steps=args.max_steps, progress=False,
                                   waves=True))
-            best, every, by_family = logged_scores(run.path)
+            from clew.envs.registry import make_for
+
+            families = {t.env: make_for(t).family for t in tasks}
+            best, every, by_family = logged_scores(run.path, families)
         rows = by_family.items() if family == "oracle-search" else [(family, best)]
         for fam, xs in rows:
             q = quantiles(xs)
