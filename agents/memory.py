@@ -85,7 +85,10 @@ def memory_key(view: str, final_action: str | None = None) -> str:
 
 #: ``memory.min_score`` per env family when the options leave it unset: calibrated on logged
 #: retrieval scores (docs/methods/reflection-memory.md#scores, benchmarks/memory_scores.py)
-FAMILY_MIN_SCORE: dict[str, float] = {}
+FAMILY_MIN_SCORE: dict[str, float] = {
+    "gridmap": 0.97, "rooms": 0.83, "textminigrid": 0.90,
+    "hill": 0.93, "tree": 0.95, "maxsat": 0.96,
+}
 DEFAULT_MIN_SCORE = 0.25
 
 

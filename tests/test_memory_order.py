@@ -268,3 +268,40 @@ def test_a_stale_lock_is_taken_over_with_a_warning(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "warning:" in err and "999999 on host some-host" in err and "no longer running" in err
     mem.close()
+
+
+def test_the_cut_is_the_families_unless_the_options_give_one(tmp_path):
+    from clew.agents.memory import FAMILY_MIN_SCORE
+
+    mem = open_memory(tmp_path / "m", embedding_model="unused")
+    assert mem.begin_task(family="gridmap").min_score == FAMILY_MIN_SCORE["gridmap"] == 0.97
+    assert mem.begin_task(family="no-such-family").min_score == 0.25
+    assert open_memory(tmp_path / "m", embedding_model="unused",
+                       min_score=0.5).begin_task(family="gridmap").min_score == 0.5
+    mem.close()
+
+
+@pytest.mark.parametrize("suite", ["gridmap-v1:test", "textminigrid-v1:test", "rooms-v1:test"])
+def test_memory_keys_hold_no_generic_instruction_text(suite):
+    """Keys are the env's compact view of task and state (issue 11 item 6): no sentence of the
+    family's instructions, no step counter, and states of different tasks stay apart."""
+    import re
+
+    from clew.envs.registry import make_for
+    from clew.envs.suites import resolve
+
+    views = set()
+    for task in resolve(suite)[:4]:
+        env = make_for(task)
+        obs = env.reset(task).text
+        legal = env.legal_actions()
+        later = env.step(legal[0]).obs.text if legal else obs
+        for text in (obs, later):
+            view = env.memory_view(text)
+            lines = text.splitlines()
+            assert view and all(any(v in line for line in lines) for v in view.splitlines())
+            sentences = [x for x in re.split(r"(?<=[.!?])\s+", env.instructions()) if len(x) > 30]
+            assert not any(x in view for x in sentences)
+            assert "Steps used" not in view and "Based on the observation" not in view
+            views.add(view)
+    assert len(views) > 1
