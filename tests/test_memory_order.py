@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -138,7 +139,7 @@ class AxisEmbedder:
 
     model_id = "axis-order"
     dim = 32
-    axes: dict[str, int] = {}
+    axes: ClassVar[dict[str, int]] = {}
 
     def encode(self, texts):
         rows = [self.axes.setdefault(t, len(self.axes) % self.dim) for t in texts]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -18,7 +19,8 @@ from clew.agents.reflection import Reflector, StepStat, TaskRecord, policy_error
 from clew.agents.usage import UsageByRole
 from clew.agents.value import SingleValue
 from clew.envs.base import Task
-from clew.envs.registry import make_for, register as register_env
+from clew.envs.registry import make_for
+from clew.envs.registry import register as register_env
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode, run_suite
 from clew.records import RunDir
@@ -76,11 +78,11 @@ def test_item1_a_final_stop_is_reflected_on_as_a_final_action_and_its_key_matche
         for _ in range(2):
             a = agent()
             trees = []
-            rec = await run_episode(a, TASK, on_tree=lambda t, d: trees.append(d))
+            rec = await run_episode(a, TASK, on_tree=lambda t, d, trees=trees: trees.append(d))
             out.append((a, rec, trees))
         return out
 
-    (first, rec1, _), (_, _, trees2) = asyncio.run(two())
+    (_, rec1, _), (_, _, trees2) = asyncio.run(two())
     assert rec1["actions"] == ["stop"]
     [value_refl] = mem.value.records
     assert value_refl["item"] == "final_action"
@@ -135,7 +137,7 @@ def test_item4_select_by_est_reads_the_estimate_search_agents_record(tmp_path):
 # --- item 6: a NONE edge does not step the env ------------------------------------------------
 class LoggedLine(LineEnv):
     name = "toy-line-logged"
-    stepped: list[str] = []
+    stepped: ClassVar[list[str]] = []
 
     def step(self, action):
         LoggedLine.stepped.append(action)
