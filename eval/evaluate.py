@@ -1,4 +1,10 @@
-"""Evaluate an agent on a suite split into a run directory (``clew eval`` / ``clew search``)."""
+"""Evaluate an agent on a suite split into a run directory (``clew eval`` / ``clew search``).
+
+An agent with a reflection memory runs in a fixed order of waves of ``concurrency`` episodes
+(:func:`~clew.eval.runner.run_suite` with ``waves``), so what each episode retrieves does not
+depend on timing (docs/methods/reflection-memory.md#memory-order); its memory lives in the run
+directory unless the config names another, and is released when the run ends.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from typing import Any
 from clew.agents.lm.spec import experiment_options, loaded_engine_settings
 from clew.envs.suites import resolve
 from clew.eval.agents import build_agent, search_memory_dir
+from clew.eval.agents import resolve as resolve_agent
 from clew.eval.config import ConfigError, EvalConfig
 from clew.eval.provenance import clew_version, git_commit
 from clew.eval.runner import run_suite
@@ -67,6 +74,17 @@ def check_agent(cfg: EvalConfig) -> None:
         raise ConfigError(f"config error:\n  agent: {exc}") from None
 
 
+def memory_dir(cfg: EvalConfig) -> str | None:
+    """The reflection-memory folder of the agent ``cfg`` names, or None when it has none."""
+    factory, merged, preset = resolve_agent(cfg.agent, cfg.agent_options)
+    if factory != "search":
+        return None
+    from clew.search.options import parse_agent_options
+
+    opts = parse_agent_options(merged, preset or factory)
+    return opts.memory.dir if opts.memory_on else None
+
+
 def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[str, Any]]:
     tasks = select_tasks(cfg)
     check_agent(cfg)
@@ -76,6 +94,7 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
         # (DESIGN §3); a resumed run keeps learning from the same memory.
         memory = cfg.agent_options.setdefault("memory", {})
         memory["dir"] = str(run.path / "memory")
+    mem_dir = memory_dir(cfg)
     record = cfg.model_dump()
     record["out"] = str(run.path)
     record["clew_version"] = clew_version()
@@ -86,14 +105,20 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
     if cfg.resume:
         check_resume(run, record)
     run.open(record, resume=cfg.resume)
-    counts = asyncio.run(run_suite(
-        lambda: build_agent(cfg.agent, **cfg.agent_options), tasks, run,
-        repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
-        max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak,
-        repeat_limit=cfg.repeat_limit, progress=progress,
-        parse_stop=(None if cfg.parse_failure_rate is None else
-                    (cfg.parse_failure_rate, cfg.parse_failure_min_outputs)),
-    ))
+    try:
+        counts = asyncio.run(run_suite(
+            lambda: build_agent(cfg.agent, **cfg.agent_options), tasks, run,
+            repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
+            max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak,
+            repeat_limit=cfg.repeat_limit, progress=progress, waves=mem_dir is not None,
+            parse_stop=(None if cfg.parse_failure_rate is None else
+                        (cfg.parse_failure_rate, cfg.parse_failure_min_outputs)),
+        ))
+    finally:
+        if mem_dir is not None:
+            from clew.agents.memory import close_memory
+
+            close_memory(mem_dir)
     agg = finalize(run)
     agg["counts"] = counts
     return run, agg
