@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 import zlib
 from dataclasses import dataclass
@@ -90,6 +91,9 @@ class RandomHooks:
 
     def restore(self, snap):
         self.state = snap
+
+    def fork(self):
+        return copy.copy(self)
 
 
 def mcts_tree(seed: int, sims: int) -> dict:
