@@ -14,6 +14,11 @@ their final values (the tree stores only those). A tree with no traversals (a se
 only ``expansion_order``) is replayed one expansion per step instead, children appearing when
 their parent is expanded; N is then final.
 
+Waves (``docs/methods/mcts.md#leaf-parallel-waves``): when the tree was searched in waves wider
+than one, the replay says which wave each simulation belongs to, outlines the paths of the other
+simulations of that wave (selected together, backed up together), tags each node with the wave
+that created it, and can step a whole wave at a time ("by wave").
+
 Decisions:
 
 * The page is built from the dict form of :mod:`clew.search.tree`, normalised through
@@ -64,7 +69,9 @@ def replay_schedule(tree: dict[str, Any]) -> dict[str, Any]:
     """When each node appears and is expanded during the replay (see the module docstring).
 
     Returns ``{"mode": "traversals"|"expansions", "steps": K, "node_step": [...],
-    "expand_step": [...]}``; ``expand_step`` is None for nodes never expanded.
+    "expand_step": [...], "waves": [...] | None, "wave_size": k | None}``; ``expand_step`` is
+    None for nodes never expanded; ``waves`` holds the wave of each traversal (traversal mode,
+    trees searched in waves only).
     """
     nodes, edges = tree["nodes"], tree["edges"]
     traversals = tree.get("traversals") or []
@@ -99,7 +106,10 @@ def replay_schedule(tree: dict[str, Any]) -> dict[str, Any]:
         if node_step[i] is None:
             parent = nd["parent"]
             node_step[i] = node_step[parent] if parent is not None and node_step[parent] is not None else 0
-    return {"mode": mode, "steps": steps, "node_step": node_step, "expand_step": expand_step}
+    waves = tree.get("waves") if mode == "traversals" else None
+    return {"mode": mode, "steps": steps, "node_step": node_step, "expand_step": expand_step,
+            "waves": list(waves["traversals"]) if waves else None,
+            "wave_size": waves["size"] if waves else None}
 
 
 def render(tree: dict[str, Any], title: str = "search tree") -> str:
@@ -150,6 +160,7 @@ _PAGE = """<!DOCTYPE html>
  <button id="replay-next" title="next step">&#x25B6;</button>
  <button id="replay-end" title="final tree">&#x25B6;|</button>
  <input id="replay-slider" type="range" min="0" value="0">
+ <label id="by-wave-box" hidden><input id="replay-by-wave" type="checkbox"> by wave</label>
  <span id="replay-label"></span>
 </div>
 <main><div id="tree"></div><aside id="details"><p class="hint">Click a row to see its node.</p>
@@ -180,6 +191,7 @@ li.tree-node.collapsed>ul.children{display:none}li.tree-node.hidden{display:none
 .badge{font-size:0.8em;padding:0 4px;border-radius:3px;margin-left:6px;background:#eee}
 .badge.stop{background:#ffe0b3}.badge.unvisited{color:#888}.stub .row{color:#888}li.future>.row{color:#888}li.future>ul.children{display:none}li.future>.row>.toggle{visibility:hidden}.badge.none{background:#ffd6d6}.badge.term{background:#e0e0ff}
 .decision>.row{background:#d9f7d9}.on-path>.row{outline:2px solid #f39c12}
+#by-wave-box{margin:0 1em 0 .5em}.in-wave>.row{outline:2px dashed #8e44ad}.badge.wave{background:#efe3f7;color:#5b2c6f}
 .new>.row .action{color:#c0392b}
 """
 
@@ -191,6 +203,9 @@ const nodes = T.nodes, edges = T.edges;
 const decision = new Set(((T.decision||{}).edges)||[]);
 const liOf = {}, nOf = {}, stubOf = {};
 let step = R.steps, timer = null, selected = null;
+// waves: shown only for trees searched in waves wider than one
+const W = (R.waves && R.wave_size > 1) ? R.waves : null;
+const nWaves = W ? W[W.length-1] : 0;
 
 function el(tag, cls, text){const e=document.createElement(tag); if(cls) e.className=cls;
   if(text!==undefined&&text!==null) e.textContent=String(text); return e;}
@@ -202,6 +217,7 @@ function buildMeta(){
   parts.push(nodes.length+' nodes, '+edges.length+' edges');
   for (const k of ['simulations','policy_calls','value_calls','seconds','stopped_by'])
     if (c[k]!==undefined && c[k]!==null) parts.push(k+': '+c[k]);
+  if (W) parts.push('waves: '+nWaves+' (k = '+R.wave_size+')');
   const d = T.decision||{};
   if (d.kind) parts.push('decision: '+d.kind+' '+(d.edges||[]).map(e=>JSON.stringify(edges[e]?edges[e].action:e)).join(' → '));
   document.getElementById('meta').textContent = parts.join(' · ');
@@ -247,6 +263,8 @@ function makeNode(nid){
     if (decision.has(inc)) li.classList.add('decision');
   }
   if (nd.terminal) row.appendChild(el('span','badge term', nd.terminal_reason||'terminal'));
+  if (W && nd.wave!==null && nd.wave!==undefined && nd.wave>0) {
+    const b = el('span','badge wave','w'+nd.wave); b.title = 'created in wave '+nd.wave; row.appendChild(b); }
   if (inc===null || inc===undefined) row.appendChild(el('span','stat','V='+num(nd.value,3)+' Ns='+nd.ns));
   row.addEventListener('click', ()=>select(nid));
   const out = nd.edges||[];
@@ -304,7 +322,7 @@ function select(nid){
   if (nd.value_record) section(box, 'value record', JSON.stringify(nd.value_record, null, 1));
   if (nd.info && Object.keys(nd.info).length) section(box, 'info', JSON.stringify(nd.info, null, 1));
   const known = new Set(['node_id','parent','incoming','depth','obs','edges','expanded','ns','value',
-    'value_record','terminal','terminal_reason','needs_eval','retrieved_policy_refl','info']);
+    'value_record','terminal','terminal_reason','needs_eval','retrieved_policy_refl','wave','info']);
   const extra = Object.keys(nd).filter(k=>!known.has(k));
   if (extra.length){ const o = {}; extra.forEach(k=>o[k]=nd[k]); section(box, 'other fields', JSON.stringify(o, null, 1)); }
 }
@@ -315,30 +333,45 @@ function showStep(k){
   const counts = new Array(edges.length).fill(0);
   if (trav) for (let j=0;j<step;j++) for (const e of T.traversals[j]) counts[e]++;
   edges.forEach((e,i)=>{ if (nOf[i]) nOf[i].textContent = 'N='+(trav ? counts[i] : e.n); });
-  const path = new Set();
+  const path = new Set(), wavePath = new Set();
   if (trav && step>0) for (const e of T.traversals[step-1]) if (edges[e].child!==null) path.add(edges[e].child);
+  // the other simulations of the current wave: selected together, backed up together
+  const wave = (W && step>0) ? W[step-1] : null;
+  if (wave!==null) W.forEach((w,j)=>{ if (w===wave && j!==step-1)
+    for (const e of T.traversals[j]) if (edges[e].child!==null && !path.has(edges[e].child)) wavePath.add(edges[e].child); });
   nodes.forEach((nd,i)=>{ const li = liOf[i]; if(!li) return;
     // not reached yet: its edge exists once the parent is expanded (shown greyed), else hidden
     const future = R.node_step[i] > step, px = nd.parent===null||nd.parent===undefined ? 0 : R.expand_step[nd.parent];
     li.classList.toggle('hidden', future && !(px!==null && px!==undefined && px <= step));
     li.classList.toggle('future', future);
     li.classList.toggle('on-path', !final && path.has(i));
+    li.classList.toggle('in-wave', !final && wavePath.has(i));
     li.classList.toggle('new', !final && step>0 && (R.node_step[i]===step || R.expand_step[i]===step));
   });
   Object.keys(stubOf).forEach(eid=>{ const x = R.expand_step[edges[eid].parent];
     stubOf[eid].classList.toggle('hidden', x===null || x===undefined || x > step); });
-  if (!final) path.forEach(i=>{ let p = nodes[i].parent; while(p!==null&&p!==undefined){ setCollapsed(p,false); p = nodes[p].parent; } });
+  if (!final) [...path, ...wavePath].forEach(i=>{ let p = nodes[i].parent; while(p!==null&&p!==undefined){ setCollapsed(p,false); p = nodes[p].parent; } });
   if (!final && !trav){ const x = T.expansion_order[step-1]; if (x!==undefined){ let p = x; while(p!==null&&p!==undefined){ setCollapsed(p,false); p = nodes[p].parent; } } }
   document.getElementById('replay-slider').value = step;
   const unit = trav ? 'simulation' : 'expansion';
-  document.getElementById('replay-label').textContent = final ? ('final tree ('+R.steps+' '+unit+'s)') : (unit+' '+step+' / '+R.steps);
+  let label = final ? ('final tree ('+R.steps+' '+unit+'s)') : (unit+' '+step+' / '+R.steps);
+  if (W) label += final ? (', '+nWaves+' waves of up to '+R.wave_size)
+                        : (step>0 ? ' · wave '+wave+' / '+nWaves+' ('+W.filter(w=>w===wave).length+' simulations)' : '');
+  document.getElementById('replay-label').textContent = label;
 }
+
+// "by wave": next / previous go to the last simulation of the next / previous wave
+function byWave(){ return W && document.getElementById('replay-by-wave').checked; }
+function nextStep(){ if (!byWave() || step>=R.steps) return step+1;
+  const w = W[step]; let j = step; while (j<R.steps && W[j]===w) j++; return j; }
+function prevStep(){ if (!byWave() || step<=0) return step-1;
+  const cur = W[step-1]; let j = step-1; while (j>0 && W[j-1]>=cur) j--; return j; }
 
 function play(){ const b = document.getElementById('replay-play');
   if (timer){ clearInterval(timer); timer=null; b.textContent='play'; return; }
   if (step>=R.steps) showStep(0);
   b.textContent='pause';
-  timer = setInterval(()=>{ if (step>=R.steps){ play(); return; } showStep(step+1); }, 700); }
+  timer = setInterval(()=>{ if (step>=R.steps){ play(); return; } showStep(nextStep()); }, 700); }
 
 buildMeta();
 const rootUl = el('ul','root');
@@ -349,14 +382,16 @@ decision.forEach(e=>{ let p = edges[e].parent; while(p!==null&&p!==undefined){ s
 const slider = document.getElementById('replay-slider'); slider.max = R.steps;
 slider.addEventListener('input', ()=>showStep(parseInt(slider.value,10)));
 document.getElementById('replay-start').addEventListener('click', ()=>showStep(0));
-document.getElementById('replay-prev').addEventListener('click', ()=>showStep(step-1));
-document.getElementById('replay-next').addEventListener('click', ()=>showStep(step+1));
+document.getElementById('replay-prev').addEventListener('click', ()=>showStep(prevStep()));
+document.getElementById('replay-next').addEventListener('click', ()=>showStep(nextStep()));
+if (W) document.getElementById('by-wave-box').hidden = false;
 document.getElementById('replay-end').addEventListener('click', ()=>showStep(R.steps));
 document.getElementById('replay-play').addEventListener('click', play);
 document.getElementById('expand-all').addEventListener('click', ()=>nodes.forEach((_,i)=>setCollapsed(i,false)));
 document.getElementById('collapse-all').addEventListener('click', ()=>nodes.forEach((_,i)=>setCollapsed(i,true)));
 showStep(R.steps);
 if (nodes.length) select(T.root||0);
-window.clewTreeView = {showStep: showStep, step: ()=>step, steps: R.steps, toggle: toggle};
+window.clewTreeView = {showStep: showStep, step: ()=>step, steps: R.steps, toggle: toggle,
+                      waves: W};
 })();
 """

@@ -143,12 +143,14 @@ async def frontier_search(hooks: SearchHooks, root_obs: str | None, cfg: Frontie
     t0 = clock()
     hooks.to_root()
     tree = Tree.with_root(root_obs)
+    tree.wave_size = 1                        # one pop at a time: each pop is a wave of its own
     await expand_node(tree, tree.root, hooks, cfg)                # free
     frontier.push(list(tree.root.edges), ROOT_PRIORITY)
     best_score, best_edge = None, None
     try:
         while frontier and (stop := budget_spent(cfg, tree.counters, clock() - t0)) is None:
             edge, priority = frontier.pop()
+            tree.wave += 1
             tree.counters["simulations"] += 1
             path = edge.parent.path_edges()
             if not edge.is_none:
@@ -167,7 +169,7 @@ async def frontier_search(hooks: SearchHooks, root_obs: str | None, cfg: Frontie
             edge.n, edge.q = 1, float(score)
             edge.v_next = child.value
             edge.parent.ns += 1
-            tree.traversals.append([e.edge_id for e in path + [edge]])
+            tree.add_traversal(path + [edge])
             if best_score is None or score > best_score:
                 best_score, best_edge = score, edge
             top = may_stop_early(child, score, cfg) if child.needs_eval else \

@@ -16,6 +16,7 @@ config hash and the ids of the injected reflections).
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -122,3 +123,10 @@ class EpisodeHooks:
 
     def restore(self, snap: Any) -> None:
         self.sim.restore(snap)
+
+    def fork(self) -> EpisodeHooks:
+        """The same hooks over a copy of the simulator at its current state (the calls of one
+        leaf in an MCTS wave, docs/methods/mcts.md#leaf-parallel-waves)."""
+        twin = copy.copy(self)
+        twin.sim = self.sim.copy()
+        return twin

@@ -1,10 +1,13 @@
 """Monte Carlo tree search: pure helpers and one loop (``docs/methods/mcts.md``).
 
-:func:`search` is the whole algorithm: simulations of select / step / expand / evaluate / backup
-until a budget is spent or a leaf reaches the top of the value scale. How an interior edge is
-chosen (``select_edge``) and what is executed afterwards (``decide``) are parameters, as in
-mctx: :class:`MCTS` composes the loop with PUCT selection (``functools.partial``) and the most
-visited root edge.
+:func:`search` is the whole algorithm: waves of simulations until a budget is spent or a leaf
+reaches the top of the value scale. A wave selects up to ``wave_size`` (k) leaves one after the
+other, each path carrying a virtual loss so the next selection looks elsewhere; steps the
+simulator into each; sends all their expansions and evaluations to the model at once; and backs
+the values up, in selection order, when they are all back. With k = 1 a wave is one simulation
+and this is the sequential algorithm. How an interior edge is chosen (``select_edge``) and what is
+executed afterwards (``decide``) are parameters, as in mctx: :class:`MCTS` composes the loop with
+PUCT selection (``functools.partial``) and the most visited root edge.
 
 Decisions (``docs/methods/mcts.md#decisions``):
 
@@ -17,11 +20,18 @@ Decisions (``docs/methods/mcts.md#decisions``):
 * The episode rules (step limit, invalid streak, repeat rule) come from the wrapped simulator:
   the tree's horizon is the runner's step limit minus the steps taken.
 * Budget: one unit per simulation (the root expansion is free); also ``max_value_calls`` and
-  ``time_budget_s``, checked between simulations.
+  ``time_budget_s``, checked between waves; a wave never takes more simulations (or, with
+  ``max_value_calls``, more leaves) than are left.
 * Observations are recorded when a child is first created; with ``reexecute_edges=True`` later
   simulations step the simulator again (replay) but keep the first text; with ``False`` each node
   keeps a snapshot and a simulation restores it instead (deterministic envs only).
 * Ties everywhere go to the first edge in prior-rank order (strict ``>``).
+* A new leaf's expansion and evaluation are asked at once (they are independent).
+* Within a wave a leaf waiting for its calls takes no second simulation: the edge into it is
+  closed for the rest of the wave and selection starts again from the root. Virtual loss is
+  undone, not subtracted: the statistics get their exact earlier values back before any backup.
+* Everything the tree records (node and edge ids, expansion and evaluation order, traversals)
+  follows selection order, never the order in which answers return.
 """
 
 from __future__ import annotations
@@ -30,36 +40,50 @@ import functools
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from clew.search.algorithm import SearchConfig, SearchResult
 from clew.search.nodes import (
+    Evaluation,
     SearchHooks,
+    add_edges,
     budget_spent,
     estimate,
-    evaluate_node,
     expand_node,
+    gather_all,
     may_stop_early,
+    propose,
+    set_value,
     step_edge,
+    value_of,
 )
 from clew.search.tree import Edge, Node, Tree
 from pydantic import Field
 
-SelectFn = Callable[[Node], Edge]
+#: ``select_edge(node, edges=candidates) -> Edge``: candidates are ``node.edges`` in prior order,
+#: less the edges closed in the current wave
+SelectFn = Callable[..., Edge]
 DecideFn = Callable[[Tree], list[Edge]]
 
 
 class MCTSConfig(SearchConfig):
-    """MCTS: PUCT constant and initial Q on top of :class:`SearchConfig`.
+    """MCTS: PUCT constant and initial Q on top of :class:`SearchConfig`, and the waves.
 
     ``q_init``: the Q an unvisited edge counts with in selection, a number or ``"parent"`` (the
     parent's value estimate, :func:`parent_value`; docs/methods/mcts.md#first-play-urgency).
-    """
+    Waves: ``wave_size`` (k) leaves selected per wave, each selected path adding
+    ``virtual_loss`` pending visits to its edges, each counted in Q as ``virtual_value``
+    (``None``: Q unchanged, only the visit counts grow) until the wave's selection ends
+    (``docs/methods/mcts.md#leaf-parallel-waves``)."""
 
     algorithm: Literal["mcts"] = "mcts"
     c_puct: float = Field(1.0, ge=0)
     q_init: float | Literal["parent"] = 0.0
     reexecute_edges: bool = True
+    wave_size: int = Field(1, ge=1)
+    virtual_loss: int = Field(1, ge=0)
+    virtual_value: float | None = None
 
 
 # --- pure functions ----------------------------------------------------------------------------
@@ -80,12 +104,14 @@ def parent_value(node: Node) -> float:
     return sum(e.n * e.q for e in node.edges) / node.ns if node.ns else 0.0
 
 
-def select(node: Node, c_puct: float, q_init: float | str = 0.0) -> Edge:
-    """The edge maximising Q + U; strict ``>`` in edge order, so the first edge wins ties.
-    With ``q_init="parent"`` an unvisited edge counts with Q = :func:`parent_value`."""
+def select(node: Node, c_puct: float, q_init: float | str = 0.0,
+           edges: Sequence[Edge] | None = None) -> Edge:
+    """The edge maximising Q + U among ``edges`` (default: all of ``node``'s); strict ``>`` in
+    edge order, so the first edge wins ties. With ``q_init="parent"`` an unvisited edge counts
+    with Q = :func:`parent_value`."""
     best, best_score = None, -math.inf
     fpu = parent_value(node) if q_init == "parent" else None
-    for edge in node.edges:
+    for edge in node.edges if edges is None else edges:
         score = puct_score(edge, node.ns, c_puct)
         if fpu is not None and edge.n == 0:
             score += fpu - edge.q
@@ -122,34 +148,184 @@ def most_visited(tree: Tree) -> list[Edge]:
     return [best_root_edge(tree.root)]
 
 
+# --- waves ------------------------------------------------------------------------------------
+class VirtualLoss:
+    """The paths selected so far in a wave, counted as ``visits`` pending visits on every edge
+    (and its parent's Ns), each worth ``value`` in Q (``None``: Q is left alone and only the
+    counts grow). :meth:`undo` puts back the exact statistics from before the wave."""
+
+    def __init__(self, visits: int, value: float | None):
+        self.visits, self.value = visits, value
+        self.edges: dict[Edge, tuple[int, float]] = {}
+        self.nodes: dict[Node, int] = {}
+
+    def add(self, path: Sequence[Edge]) -> None:
+        if not self.visits:
+            return
+        for edge in path:
+            self.edges.setdefault(edge, (edge.n, edge.q))
+            self.nodes.setdefault(edge.parent, edge.parent.ns)
+            if self.value is not None:
+                edge.q = (edge.n * edge.q + self.visits * self.value) / (edge.n + self.visits)
+            edge.n += self.visits
+            edge.parent.ns += self.visits
+
+    def undo(self) -> None:
+        for edge, (n, q) in self.edges.items():
+            edge.n, edge.q = n, q
+        for node, ns in self.nodes.items():
+            node.ns = ns
+        self.edges.clear()
+        self.nodes.clear()
+
+
+@dataclass
+class Selected:
+    """One simulation of a wave: its path, its leaf, and the hooks its calls go through
+    (``None``: the leaf's value is already known)."""
+
+    path: list[Edge]
+    leaf: Node
+    hooks: SearchHooks | None = None
+    expand: bool = False
+
+
+def descend(root: Node, select_edge: SelectFn, waiting: set[Node],
+            closed: set[Edge]) -> list[Edge] | None:
+    """The edges from the root to the next leaf, by ``select_edge`` among the open edges of
+    each node. An edge into a node in ``waiting`` (its calls are in this wave) is closed and
+    the walk starts again; so is the edge into a node whose edges are all closed. ``None``
+    when every root edge is closed."""
+    node, path = root, []
+    while node.expanded and not node.terminal:
+        edges = [e for e in node.edges if e not in closed] if closed else node.edges
+        if not edges:
+            if not path:
+                return None
+            closed.add(path[-1])
+            node, path = root, []
+            continue
+        edge = select_edge(node, edges=edges)
+        path.append(edge)
+        if edge.child is None:
+            break
+        if edge.child in waiting:
+            closed.add(edge)
+            node, path = root, []
+            continue
+        node = edge.child
+    return path
+
+
+def reach(tree: Tree, path: Sequence[Edge], hooks: SearchHooks, cfg: MCTSConfig) -> Node:
+    """Put the shared simulator at the end of ``path`` and return its leaf, creating the last
+    edge's child when it is new. Replays the path from the root, or, with cached snapshots,
+    restores the parent's snapshot where a child is created."""
+    cached = not cfg.reexecute_edges
+    if not cached:
+        hooks.to_root()
+    for edge in path:
+        node, child = edge.parent, edge.child
+        if child is None:
+            if cached:
+                hooks.restore(node.snap)
+            return step_edge(tree, node, edge, hooks, cfg, keep_snapshot=cached)
+        # a known child: replay its step unless it was never executed or snapshots stand in
+        if not cached and not (child.terminal and child.terminal_reason in ("stop", "invalid")):
+            hooks.apply(node, edge)
+    return path[-1].child
+
+
+def wave_width(cfg: MCTSConfig, counters: dict[str, Any]) -> int:
+    """Simulations the next wave may select: k, capped by the simulations left and, with
+    ``max_value_calls``, by the value calls left (each leaf costs at most one)."""
+    width = min(cfg.wave_size, cfg.n_simulations - counters["simulations"])
+    if cfg.max_value_calls is not None:
+        width = min(width, cfg.max_value_calls - counters["value_calls"])
+    return max(width, 1)
+
+
+def select_wave(tree: Tree, hooks: SearchHooks, cfg: MCTSConfig, select_edge: SelectFn,
+                width: int) -> list[Selected]:
+    """Up to ``width`` simulations, selected one after the other under virtual loss; the calls
+    of each new leaf get forked hooks when the wave is wider than one (the shared simulator
+    moves on to the next selection)."""
+    wave: list[Selected] = []
+    waiting: set[Node] = set()
+    closed: set[Edge] = set()
+    loss = VirtualLoss(cfg.virtual_loss, cfg.virtual_value)
+    try:
+        while len(wave) < width:
+            path = descend(tree.root, select_edge, waiting, closed)
+            if path is None:
+                break
+            leaf = reach(tree, path, hooks, cfg)
+            expand = not leaf.terminal and not leaf.expanded
+            if expand or (leaf.needs_eval and leaf.value is None):
+                if not cfg.reexecute_edges:
+                    hooks.restore(leaf.snap)
+                waiting.add(leaf)
+                wave.append(Selected(path, leaf, hooks.fork() if width > 1 else hooks, expand))
+            else:
+                wave.append(Selected(path, leaf))
+            loss.add(path)
+    finally:
+        loss.undo()
+    return wave
+
+
+async def run_wave(tree: Tree, wave: Sequence[Selected], cfg: MCTSConfig) -> None:
+    """Every call of the wave at once; answers applied in selection order."""
+    async def calls(s: Selected) -> tuple[Sequence[Any] | None, Evaluation]:
+        if s.expand:
+            proposals, ev = await gather_all(propose(tree, s.leaf, s.hooks, cfg),
+                                             value_of(s.leaf, s.hooks))
+            return proposals, ev
+        return None, await value_of(s.leaf, s.hooks)
+
+    todo = [s for s in wave if s.hooks is not None]
+    answers = await gather_all(*(calls(s) for s in todo))
+    for s, (proposals, ev) in zip(todo, answers):
+        if s.expand:
+            add_edges(tree, s.leaf, proposals, cfg.branching_factor, _stored_q(cfg))
+        set_value(tree, s.leaf, ev)
+
+
 # --- the loop ----------------------------------------------------------------------------------
 async def search(hooks: SearchHooks, root_obs: str | None, cfg: MCTSConfig, *,
                  select_edge: SelectFn, decide: DecideFn = most_visited,
                  clock: Callable[[], float] = time.perf_counter) -> SearchResult:
     """Build one tree from the root and choose (see the module docstring)."""
     t0 = clock()
-    cached = not cfg.reexecute_edges
     hooks.to_root()
     tree = Tree.with_root(root_obs)
-    if cached:
+    tree.wave_size = cfg.wave_size
+    if not cfg.reexecute_edges:
         tree.root.snap = hooks.snapshot()
     await expand_node(tree, tree.root, hooks, cfg, _stored_q(cfg))    # root expansion: free
     result: SearchResult | None = None
     try:
         while (stop := budget_spent(cfg, tree.counters, clock() - t0)) is None:
-            path, leaf = await _simulate(tree, hooks, cfg, select_edge)
-            value = estimate(leaf)              # an unknown value is never backed up as 0
-            if value is not None:
-                backup(path, value)
-            else:
-                tree.counters["unbacked"] = tree.counters.get("unbacked", 0) + 1
-            if leaf.value is None and value is not None:
-                leaf.info["backed_up_estimate"] = value
-            tree.traversals.append([e.edge_id for e in path])
-            tree.counters["simulations"] += 1
-            if path and value is not None and may_stop_early(leaf, value, cfg):
+            tree.wave += 1
+            wave = select_wave(tree, hooks, cfg, select_edge, wave_width(cfg, tree.counters))
+            await run_wave(tree, wave, cfg)
+            top = None
+            for s in wave:
+                value = estimate(s.leaf)            # an unknown value is never backed up as 0
+                if value is not None:
+                    backup(s.path, value)
+                else:
+                    tree.counters["unbacked"] = tree.counters.get("unbacked", 0) + 1
+                if s.leaf.value is None and value is not None:
+                    s.leaf.info["backed_up_estimate"] = value
+                tree.add_traversal(s.path)
+                tree.counters["simulations"] += 1
+                if (top is None and s.path and value is not None
+                        and may_stop_early(s.leaf, value, cfg)):
+                    top = s.path
+            if top is not None:
                 tree.counters["stopped_by"] = "value_one"
-                result = SearchResult.of(tree, "path", path)
+                result = SearchResult.of(tree, "path", top)
                 break
         else:
             tree.counters["stopped_by"] = stop
@@ -159,41 +335,6 @@ async def search(hooks: SearchHooks, root_obs: str | None, cfg: MCTSConfig, *,
         hooks.to_root()
         tree.counters["seconds"] = round(clock() - t0, 6)
     return result
-
-
-async def _simulate(tree: Tree, hooks: SearchHooks, cfg: MCTSConfig,
-                    select_edge: SelectFn) -> tuple[list[Edge], Node]:
-    """One selection–expansion–evaluation pass; returns the path and its leaf."""
-    cached = not cfg.reexecute_edges
-    if not cached:
-        hooks.to_root()
-    node, path = tree.root, []
-    while True:
-        if node.terminal:
-            if node.needs_eval and node.value is None:
-                if cached:
-                    hooks.restore(node.snap)
-                await evaluate_node(tree, node, hooks)
-            return path, node
-        if not node.expanded:                         # first arrival at a leaf
-            if cached:
-                hooks.restore(node.snap)
-            await expand_node(tree, node, hooks, cfg, _stored_q(cfg))
-            await evaluate_node(tree, node, hooks)
-            return path, node
-        edge = select_edge(node)
-        path.append(edge)
-        child = edge.child
-        if child is None:
-            if cached:
-                hooks.restore(node.snap)
-            node = step_edge(tree, node, edge, hooks, cfg, keep_snapshot=cached)
-        else:
-            # a known child: replay its step unless it was never executed or snapshots stand in
-            if not cached and not (child.terminal and child.terminal_reason in ("stop",
-                                                                                "invalid")):
-                hooks.apply(node, edge)
-            node = child
 
 
 def _stored_q(cfg: MCTSConfig) -> float:

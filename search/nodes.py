@@ -6,6 +6,7 @@ here, and used by MCTS, BFS/DFS and best-first alike:
 * :func:`expand_node`: ask the policy (through the hooks) for ranked proposals and make the
   node's edges (at most ``branching_factor``; a NONE edge when nothing parsed);
 * :func:`evaluate_node`: ask the value function; anything but a finite number is an error;
+* :func:`expand_and_evaluate`: both for a new leaf, the two calls in flight at once;
 * :func:`step_edge`: create an edge's child with the simulator at the parent's state: NONE and
   STOP edges are not executed, any other edge steps the simulator; the child becomes terminal
   when the env ends the episode (``env_done``), when the episode rules cut the path
@@ -14,14 +15,26 @@ here, and used by MCTS, BFS/DFS and best-first alike:
   ``max_depth_actions`` (``depth``);
 * :func:`budget_spent`: which budget of the tree is used up, if any.
 
+Each of the first three is a model call (:func:`propose`, :func:`value_of`: they only ask)
+followed by a bookkeeping step (:func:`add_edges`, :func:`set_value`: they change the tree), so
+an algorithm that has several calls in flight (MCTS waves) applies the answers in an order of its
+choosing, not in the order they return: the tree does not depend on the backend's timing.
+
 The search core knows nodes, priors, values and a budget, never prompts or environments:
 everything that needs a model or an env goes through a :class:`SearchHooks` object.
+
+**The simulator during a call.** ``expand`` and ``evaluate`` read the state of the simulator
+they are given and never move it, so the two calls of one node may run together on the same
+simulator. Calls on *different* nodes at once need a simulator each: :meth:`SearchHooks.fork`
+gives hooks over a copy of the simulator at its current state, and the shared simulator is then
+free to move on (``docs/methods/mcts.md#leaf-parallel-waves``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -89,6 +102,12 @@ class SearchHooks(Protocol):
 
     def restore(self, snap: Any) -> None: ...
 
+    def fork(self) -> SearchHooks:
+        """Hooks over an independent copy of the simulator at its current state (same roles,
+        same caches), for calls on one node while the search moves the shared simulator on.
+        Needed only by algorithms that work on several nodes at once (MCTS waves wider
+        than one)."""
+
 
 # --- node steps --------------------------------------------------------------------------------
 def add_edges(tree: Tree, node: Node, proposals: Sequence[ProposalLike], b: int,
@@ -105,28 +124,37 @@ def add_edges(tree: Tree, node: Node, proposals: Sequence[ProposalLike], b: int,
     tree.expansion_order.append(node.node_id)
 
 
-async def expand_node(tree: Tree, node: Node, hooks: SearchHooks, cfg: SearchConfig,
-                      q_init: float = 0.0) -> None:
-    """Policy proposals for ``node`` (the simulator is at its state) become its edges; up to
-    ``cfg.max_expand_attempts`` policy calls while nothing parses."""
+async def propose(tree: Tree, node: Node, hooks: SearchHooks,
+                  cfg: SearchConfig) -> Sequence[ProposalLike]:
+    """Policy proposals for ``node`` (the hooks' simulator is at its state); up to
+    ``cfg.max_expand_attempts`` policy calls while nothing parses. The tree is not changed
+    beyond its ``policy_calls`` counter."""
     proposals: Sequence[ProposalLike] = []
     for _ in range(cfg.max_expand_attempts):
         tree.counters["policy_calls"] += 1
         proposals = await hooks.expand(node)
         if proposals:
             break
-    add_edges(tree, node, proposals, cfg.branching_factor, q_init)
+    return proposals
 
 
-async def evaluate_node(tree: Tree, node: Node, hooks: SearchHooks) -> float | None:
-    """V(node) (the simulator is at its state); ``None`` when the value is unknown (every
-    sample unreadable: marked ``info["value_unknown"]``, see :func:`estimate`); anything else
-    that is not a finite number raises."""
+async def value_of(node: Node, hooks: SearchHooks) -> Evaluation:
+    """V(node) (the hooks' simulator is at its state); ``None`` when the value is unknown (every
+    sample unreadable); anything else that is not a finite number raises. The tree is not
+    changed."""
     ev = await hooks.evaluate(node)
     value = ev.value
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                               or not math.isfinite(value)):
         raise ValueError(f"value function returned {value!r} for node {node.node_id}")
+    return ev
+
+
+def set_value(tree: Tree, node: Node, ev: Evaluation) -> float | None:
+    """Store an evaluation on ``node``: its value (``None`` when unknown: marked
+    ``info["value_unknown"]``, see :func:`estimate`), its record, the evaluation order and the
+    count of uncached value calls."""
+    value = ev.value
     node.value = None if value is None else float(value)
     node.value_record = ev.record
     if value is None:
@@ -163,6 +191,40 @@ def may_stop_early(node: Node, value: float, cfg: SearchConfig) -> bool:
     (not an estimate) from enough readable samples (``cfg.early_stop_min_parsed``)."""
     return (value >= cfg.early_stop_value and node.value is not None
             and parsed_share(node) >= cfg.early_stop_min_parsed)
+
+
+async def expand_node(tree: Tree, node: Node, hooks: SearchHooks, cfg: SearchConfig,
+                      q_init: float = 0.0) -> None:
+    """Policy proposals for ``node`` (the simulator is at its state) become its edges."""
+    add_edges(tree, node, await propose(tree, node, hooks, cfg), cfg.branching_factor, q_init)
+
+
+async def evaluate_node(tree: Tree, node: Node, hooks: SearchHooks) -> float | None:
+    """V(node) (the simulator is at its state), stored on the node; ``None`` when unknown."""
+    return set_value(tree, node, await value_of(node, hooks))
+
+
+async def expand_and_evaluate(tree: Tree, node: Node, hooks: SearchHooks, cfg: SearchConfig,
+                              q_init: float = 0.0) -> float | None:
+    """A new leaf's expansion and evaluation with both calls in flight at once (they are
+    independent: same state, neither moves the simulator); expanded first, then valued, as if
+    one after the other."""
+    proposals, ev = await gather_all(propose(tree, node, hooks, cfg), value_of(node, hooks))
+    add_edges(tree, node, proposals, cfg.branching_factor, q_init)
+    return set_value(tree, node, ev)
+
+
+async def gather_all(*calls: Awaitable[Any]) -> list[Any]:
+    """The results of ``calls`` run concurrently, in argument order. On the first failure the
+    others are cancelled (and awaited) before it propagates, so no call outlives its search."""
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def terminal_zero(node: Node, reason: str) -> None:

@@ -27,6 +27,7 @@ Object links become ids::
                             | "early_stop",
          "needs_eval": bool,
          "retrieved_policy_refl": [str, ...],      # reflection ids shown at this expansion
+         "wave": int | null,                       # the wave that created it (root: 0)
          "info": {}}                               # free extras (e.g. env step info)
       ],
       "edges": [                                   # by edge_id (creation order), edge_id == index
@@ -37,6 +38,8 @@ Object links become ids::
       "expansion_order": [node_id, ...],           # order in which nodes were expanded
       "eval_order": [node_id, ...],                # order in which nodes were evaluated by V
       "traversals": [[edge_id, ...], ...],         # one per simulation, exactly as simulated
+      "waves": {"size": int,                       # k: simulations selected together per wave
+                "traversals": [int, ...]} | null,  # the wave of each traversal (1, 2, ...)
       "decision": {"kind": "single" | "path" | "sequence" | null, "edges": [edge_id, ...]},
       "counters": {"simulations": int, "value_calls": int, "policy_calls": int,
                    "seconds": float, "stopped_by": str | null},
@@ -47,7 +50,13 @@ Decision kinds: ``single`` (MCTS: one root edge, the most visited), ``path`` (MC
 the top value: the edges of the last traversal), ``sequence`` (ToT BFS/DFS and best-first: the
 path to the best-scoring node, not necessarily the last traversal). The frontier
 baselines record their visit order the same way as MCTS: one traversal (edge ids from the root)
-per popped node, in pop order.
+per popped node, in pop order, each pop a wave of its own.
+
+Waves (docs/methods/mcts.md#leaf-parallel-waves): MCTS selects up to ``waves.size`` leaves at a
+time and sends their model calls together; ``waves.traversals`` says which wave each traversal
+belonged to and a node's ``wave`` which wave created it. Within a wave, traversals, expansions,
+evaluations, node ids and edge ids are in selection order. Trees written before waves have
+``waves: null`` and no ``wave`` on their nodes.
 """
 
 from __future__ import annotations
@@ -104,6 +113,7 @@ class Node:
     terminal_reason: str | None = None
     needs_eval: bool = True
     retrieved_policy_refl: list[str] = field(default_factory=list)
+    wave: int | None = None     # the wave that created it (the root: 0)
     info: dict[str, Any] = field(default_factory=dict)
 
     def path_edges(self) -> list[Edge]:
@@ -125,6 +135,9 @@ class Tree:
     expansion_order: list[int] = field(default_factory=list)
     eval_order: list[int] = field(default_factory=list)
     traversals: list[list[int]] = field(default_factory=list)
+    wave_size: int | None = None           # k; None: a tree from before waves
+    traversal_waves: list[int] = field(default_factory=list)
+    wave: int = 0                          # the wave in progress; new nodes are stamped with it
     decision_kind: str | None = None       # "single" | "path"
     decision_edges: list[int] = field(default_factory=list)
     counters: dict[str, Any] = field(default_factory=lambda: {
@@ -146,7 +159,8 @@ class Tree:
     def new_node(self, parent: Node | None, incoming: Edge | None, obs: str | None = None,
                  snap: Any = None) -> Node:
         node = Node(node_id=len(self.nodes), parent=parent, incoming=incoming,
-                    depth=0 if parent is None else parent.depth + 1, obs=obs, snap=snap)
+                    depth=0 if parent is None else parent.depth + 1, obs=obs, snap=snap,
+                    wave=self.wave)
         self.nodes.append(node)
         if incoming is not None:
             incoming.child = node
@@ -159,6 +173,11 @@ class Tree:
         self.edges.append(edge)
         parent.edges.append(edge)
         return edge
+
+    def add_traversal(self, path: list[Edge]) -> None:
+        """Record one simulation's path, in the wave in progress."""
+        self.traversals.append([e.edge_id for e in path])
+        self.traversal_waves.append(self.wave)
 
     def edge(self, edge_id: int) -> Edge:
         return self.edges[edge_id]
@@ -178,7 +197,8 @@ def _node_dict(node: Node) -> dict[str, Any]:
         "expanded": node.expanded, "ns": node.ns, "value": node.value,
         "value_record": node.value_record, "terminal": node.terminal,
         "terminal_reason": node.terminal_reason, "needs_eval": node.needs_eval,
-        "retrieved_policy_refl": list(node.retrieved_policy_refl), "info": node.info,
+        "retrieved_policy_refl": list(node.retrieved_policy_refl), "wave": node.wave,
+        "info": node.info,
     }
 
 
@@ -202,6 +222,8 @@ def tree_to_dict(tree: Tree) -> dict[str, Any]:
         "expansion_order": list(tree.expansion_order),
         "eval_order": list(tree.eval_order),
         "traversals": [list(t) for t in tree.traversals],
+        "waves": None if tree.wave_size is None else {"size": tree.wave_size,
+                                                      "traversals": list(tree.traversal_waves)},
         "decision": {"kind": tree.decision_kind, "edges": list(tree.decision_edges)},
         "counters": dict(tree.counters),
         "meta": tree.meta,
@@ -228,6 +250,7 @@ def tree_from_dict(data: dict[str, Any], where: str = "tree") -> Tree:
                 terminal=bool(nd["terminal"]), terminal_reason=nd.get("terminal_reason"),
                 needs_eval=bool(nd.get("needs_eval", True)),
                 retrieved_policy_refl=list(nd.get("retrieved_policy_refl", [])),
+                wave=None if nd.get("wave") is None else int(nd["wave"]),
                 info=dict(nd.get("info") or {})))
         for i, ed in enumerate(data["edges"]):
             if ed["edge_id"] != i:
@@ -247,6 +270,15 @@ def tree_from_dict(data: dict[str, Any], where: str = "tree") -> Tree:
         tree.expansion_order = [int(x) for x in data.get("expansion_order", [])]
         tree.eval_order = [int(x) for x in data.get("eval_order", [])]
         tree.traversals = [[int(x) for x in t] for t in data.get("traversals", [])]
+        waves = data.get("waves")
+        if waves is not None:
+            tree.wave_size = int(waves["size"])
+            tree.traversal_waves = [int(x) for x in waves["traversals"]]
+            if len(tree.traversal_waves) != len(tree.traversals):
+                raise TreeFormatError(f"{where}: waves.traversals has "
+                                      f"{len(tree.traversal_waves)} entries for "
+                                      f"{len(tree.traversals)} traversals")
+            tree.wave = max(tree.traversal_waves, default=0)
         decision = data.get("decision") or {}
         tree.decision_kind = decision.get("kind")
         tree.decision_edges = [int(x) for x in decision.get("edges", [])]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 import zlib
 from dataclasses import dataclass
@@ -91,7 +92,11 @@ class RandomHooks:
     def restore(self, snap):
         self.state = snap
 
+    def fork(self):
+        return copy.copy(self)
 
-def mcts_tree(seed: int, sims: int) -> dict:
-    cfg = MCTSConfig(branching_factor=3, n_simulations=sims, max_depth_actions=4)
+
+def mcts_tree(seed: int, sims: int, wave_size: int = 1) -> dict:
+    cfg = MCTSConfig(branching_factor=3, n_simulations=sims, max_depth_actions=4,
+                     wave_size=wave_size)
     return tree_to_dict(asyncio.run(MCTS(cfg).plan(RandomHooks(seed), "root obs")).tree)
