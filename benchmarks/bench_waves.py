@@ -130,7 +130,10 @@ def shape(tree: dict) -> dict[str, float]:
 async def variant(task, k: int, serial: bool, memory_dir: str, args) -> dict[str, Any]:
     lm = LatencyLM(args.latency)
     agent = build_agent("rmcts-mad", model=lm, seed=args.seed,
-                        search={"n_simulations": args.simulations, "wave_size": k},
+                        # the grid map's outcome mode gives "zero"; stated so that the agent
+                        # keeps the timed algorithm instead of building one per outcome mode
+                        search={"n_simulations": args.simulations, "wave_size": k,
+                                "horizon_value": "zero"},
                         memory={"dir": memory_dir})
     timed = TimedAlgorithm(agent.algorithm, serial)
     agent.algorithm = timed
