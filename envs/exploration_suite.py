@@ -18,18 +18,18 @@ Every task comes from its family's registered generator; nothing is hand-made. C
   :func:`_seeds` refuses to). Train and test therefore never share an instance. These seeds are
   also outside the ones other suites use for the same parameters (gridmap-v1 0–9, rooms frozen
   layouts 4000+, TextMiniGrid 1–~20, 1000–1099, 2000+).
-* **gridmap** (spec_000): (exploration level, DAG level) = (low, easy), (medium, easy),
+* **gridmap** (docs/methods/envs.md#grid-map-with-task-dag): (exploration level, DAG level) = (low, easy), (medium, easy),
   (low, medium): maps of 10–16 cells with 4–6 nodes, budget 3·|M|.
-* **rooms** (spec_001): 4×4 layouts drawn by the generator (its R^max > 0 and
+* **rooms** (docs/methods/envs.md#dark-treasure-rooms): 4×4 layouts drawn by the generator (its R^max > 0 and
   explorer-closes-the-gap checks included), ``n_episodes = 4`` rooms-episodes per run instead of
   the paper's 20: enough for the gap decomposition to move between episodes, short enough for a
   search.
-* **oracle search** (spec_003): one task per env. HillSearch with the paper's generator defaults
+* **oracle search** (docs/methods/envs.md#oracle-search-tasks): one task per env. HillSearch with the paper's generator defaults
   (k = 3 decoy levels, k' = 4, a narrow needle); TreeSearch with 2 trap and 2 good gateways,
   b = 2 chains each, d_trap = 8, d_good = 4 (49 nodes; traps top out at 8, the good branches at
   13); MaxSatSearch with n = 8 variables (256 assignments), m = 30, a gold clause of 3 literals
   weighing 15. Budget N = 16 queries for all three (the paper's are 36–60).
-* **textminigrid** (spec_004): one room (a 4×4 interior), low / medium / high object density,
+* **textminigrid** (docs/methods/envs.md#textminigrid): one room (a 4×4 interior), low / medium / high object density,
   PickUp missions whose BabyAI-bot solution is *easy* (L* ≤ 6); seeds whose bot run fails or is
   not easy are skipped, taking the next seed. Default env options (m = 1, 200-step limit).
 

@@ -1,4 +1,4 @@
-"""Named, versioned task suites with ``train`` (seen) and ``test`` (unseen) splits (DESIGN §2).
+"""Named, versioned task suites with ``train`` (seen) and ``test`` (unseen) splits (docs/architecture.md#contracts).
 
 A suite is addressed as ``NAME:SPLIT`` (e.g. ``gridmap-v2:test``); a path to a ``.jsonl`` file of
 task objects works too (``tasks.jsonl`` or ``tasks.jsonl:test`` to filter by split). Builders are

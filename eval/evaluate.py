@@ -91,7 +91,7 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
     run = RunDir(cfg.out or default_out(cfg))
     if search_memory_dir(cfg.agent, cfg.agent_options):
         # Reflection memory lives in the run directory unless the config names another store
-        # (DESIGN §3); a resumed run keeps learning from the same memory.
+        # (docs/architecture.md#data-on-disk); a resumed run keeps learning from the same memory.
         memory = cfg.agent_options.setdefault("memory", {})
         memory["dir"] = str(run.path / "memory")
     mem_dir = memory_dir(cfg)

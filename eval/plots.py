@@ -1,8 +1,8 @@
-"""PNG plots for ``clew report`` (issue 7; spec_000 §1.10, spec_001 §4 figure 3).
+"""PNG plots for ``clew report`` (issue 7; docs/methods/metric-explore-exploit-error.md#aggregation, docs/methods/metric-optimal-exploitation-gap.md figure 3).
 
 Each function takes plain points (one per run) and a path, draws with matplotlib's Agg backend
 (no display needed) and returns what it drew, or ``None`` with nothing written when there is no
-data to draw. The regression of spec_000 §1.10 is :func:`fit_line`: ordinary least squares of
+data to draw. The regression of docs/methods/metric-explore-exploit-error.md#aggregation is :func:`fit_line`: ordinary least squares of
 success rate on log10 of the mean error, one point per run; R² does not depend on the log base.
 
 Decisions:

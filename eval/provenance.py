@@ -1,4 +1,4 @@
-"""Version and commit stamped into every run's config.yaml (DESIGN §3)."""
+"""Version and commit stamped into every run's config.yaml (docs/architecture.md#data-on-disk)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Reads run directories (layout in :mod:`clew.records.rundir`), aggregates their episode records with
 :mod:`clew.eval.summary` (per-episode values first, then means ignoring undefined values, with
-standard errors; spec_000 §1.10) and writes into ``DIR``::
+standard errors; docs/methods/metric-explore-exploit-error.md#aggregation) and writes into ``DIR``::
 
     report.md            every table in markdown, links to the plots
     report.html          one self-contained page: tables inline, plots as base64 PNG
@@ -12,13 +12,13 @@ standard errors; spec_000 §1.10) and writes into ``DIR``::
 
 Tables: ``summary`` (success, exploration/exploitation error, normalised best-found reward, tokens
 per task absolute and relative to a ReAct run, LM calls, interactions executed and simulated, wall
-time), ``gaps`` (spec_001 gap decomposition), ``by_level`` (success by difficulty level),
+time), ``gaps`` (docs/methods/envs.md#dark-treasure-rooms gap decomposition), ``by_level`` (success by difficulty level),
 ``usage_by_role`` (LM calls and tokens per role), ``compute`` (nodes per tree and tokens against
 success).
 
 Decisions:
 
-* ``DIR`` defaults to the run directory itself for one run (DESIGN §3 puts ``report.md`` and
+* ``DIR`` defaults to the run directory itself for one run (docs/architecture.md#data-on-disk puts ``report.md`` and
   ``plots/`` there) and to ``report/`` next to the first run for several.
 * Runs on different suites are still reported, with a warning at the top of the report: a
   comparison across suites is sometimes wanted (seen vs unseen splits), rarely by accident.
@@ -33,7 +33,7 @@ Decisions:
   sample of at most :data:`MAX_TREES_READ` files): the mean of their ``simulations`` counter
   (the budget units every algorithm counts alike; best-of-N makes several nodes per unit), else
   their mean node count.
-* Gap shares are ratios of the mean gaps (the per-run averaging of spec_001 D12 needs several
+* Gap shares are ratios of the mean gaps (the per-run averaging of docs/methods/envs.md#dark-treasure-rooms needs several
   runs per agent; the metric module may report its own share columns, which are then shown too).
 """
 
@@ -81,7 +81,7 @@ class ReportError(ValueError):
 # --- data ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Stat:
-    """A mean with its standard error and count (spec_000 D7: undefined values left out)."""
+    """A mean with its standard error and count (docs/methods/metric-explore-exploit-error.md#aggregation: undefined values left out)."""
 
     mean: float
     se: float = math.nan
@@ -254,7 +254,7 @@ def summary_table(runs: list[Run], react: Run | None) -> Table:
 
 
 def gaps_table(runs: list[Run]) -> Table | None:
-    """spec_001 §1.3: total = exploration + exploitation gap, each normalised by R^max."""
+    """docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition: total = exploration + exploitation gap, each normalised by R^max."""
     if not any(_present(runs, k) for k in GAP_KEYS):
         return None
     extra = sorted({k for r in runs for k in r.agg["mean"]

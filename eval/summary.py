@@ -1,8 +1,8 @@
 """Aggregate episode records into ``metrics.json`` and a plain-text/markdown summary table.
 
 Per-episode ratios first, then means over episodes ignoring undefined (null/NaN) values, with
-standard errors and counts (spec_000 §1.10, D7). "Steps" is reported over successful episodes
-(spec_000 D8) and over all episodes.
+standard errors and counts (docs/methods/metric-explore-exploit-error.md#aggregation, D7). "Steps" is reported over successful episodes
+(docs/methods/metric-explore-exploit-error.md#aggregation) and over all episodes.
 
 No silent failure (docs/methods/parsing.md#reporting): the aggregate holds each role's parse
 failures pooled over the run's outputs (``parse_failures``: outputs, failures, rate, model) and
@@ -27,7 +27,7 @@ HEADLINE = [
     ("gap_exploration", "gap explore"),
     ("gap_exploitation", "gap exploit"),
     ("coverage", "coverage"),
-    ("peeked_states", "peeked states"),  # seen only inside a search's simulator (spec_002 D2)
+    ("peeked_states", "peeked states"),  # seen only inside a search's simulator (docs/methods/mcts.md#free-and-charged-simulation)
 ]
 
 

@@ -7,7 +7,7 @@ row shows the node's observation, the raw completion, the reflections retrieved 
 (``retrieved_policy_refl``) and evaluation (``value_record["retrieved_reflection_ids"]``) and its
 value record. A replay steps through the search in order.
 
-Replay (spec_002 §1.14): step 0 is the tree after the free root expansion; step k is the tree
+Replay (docs/methods/mcts.md#tree-data): step 0 is the tree after the free root expansion; step k is the tree
 after simulation k. A node appears at the first step whose traversal passes through it, N counts
 the traversals so far, and the path of traversal k is highlighted. Q, V and priors are shown with
 their final values (the tree stores only those). A tree with no traversals (a search that records

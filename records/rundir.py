@@ -1,4 +1,4 @@
-"""The run directory: the unit of record, self-describing and append-only (DESIGN §3).
+"""The run directory: the unit of record, self-describing and append-only (docs/architecture.md#data-on-disk).
 
 ```
 runs/NAME/

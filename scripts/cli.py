@@ -1,4 +1,4 @@
-"""The ``clew`` command (DESIGN §4): one entry point, one subcommand per job.
+"""The ``clew`` command (docs/architecture.md#command-line): one entry point, one subcommand per job.
 
 Every subcommand that runs work takes ``--config FILE`` plus ``key=value`` overrides and validates
 the whole config before doing anything.

@@ -1,5 +1,5 @@
 """``clew data [--config FILE] --out DIR RUN... [key=value ...]``: recorded search trees to EL / IL datasets
-(spec_002 §6; :mod:`clew.training.datasets`).
+(docs/methods/exploratory-learning.md; :mod:`clew.training.datasets`).
 
 Writes ``DIR/el``, ``DIR/il_all``, ``DIR/il_matched`` (Hugging Face ``save_to_disk``), the same as
 JSONL (``DIR/<subset>.jsonl``, chat format), ``DIR/pairs`` and ``DIR/values`` (preference pairs

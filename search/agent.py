@@ -24,8 +24,8 @@ own estimate of success (``episode.success_est``: mean Q of the executed steps t
 above ``reflection.success_threshold``) for data selection without labels.
 
 ``search.horizon_value`` left unset follows the env's outcome mode (``zero`` for
-``terminal_success``, ``evaluate`` for ``graded_at_end``; ``docs/methods/mcts.md#horizon-and-
-early-stop``).
+``terminal_success``, ``evaluate`` for ``graded_at_end``;
+``docs/methods/mcts.md#horizon-and-early-stop``).
 """
 
 from __future__ import annotations

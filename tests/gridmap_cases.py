@@ -1,5 +1,5 @@
-"""Shared fixtures for the grid-map tests: spec_000 instances, a hypothesis strategy for random
-small instances, and the spec's §1.9 reference scorer (brute force, recomputed every step)."""
+"""Shared fixtures for the grid-map tests: docs/methods/envs.md#grid-map-with-task-dag instances, a hypothesis strategy for random
+small instances, and the spec's docs/methods/metric-explore-exploit-error.md#per-step-error reference scorer (brute force, recomputed every step)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ def actions_for(path):
 
 
 def instance_a() -> Instance:
-    """spec_000 §6.3 Test A/C: A at (0,0) primitive, goal G at (2,2) needs A."""
+    """docs/methods/metric-explore-exploit-error.md#worked-examples Test A/C: A at (0,0) primitive, goal G at (2,2) needs A."""
     return build_instance(3, 3, OPEN3, (1, 1), {"A": [], "G": [["A"]]},
                           {"A": (0, 0), "G": (2, 2)}, "G")
 
 
 def instance_b() -> Instance:
-    """spec_000 §6.3 Test B: A primitive at (0,0), B at (2,1) needs A, goal G at (2,2) needs B."""
+    """docs/methods/metric-explore-exploit-error.md#worked-examples Test B: A primitive at (0,0), B at (2,1) needs A, goal G at (2,2) needs B."""
     return build_instance(3, 3, OPEN3, (1, 1), {"A": [], "B": [["A"]], "G": [["B"]]},
                           {"A": (0, 0), "B": (2, 1), "G": (2, 2)}, "G")
 
@@ -94,7 +94,7 @@ def walks(draw, inst: Instance, max_len: int = 60):
     return actions
 
 
-# --- the spec's §1.9 reference implementation (brute force, for cross-checking) ----------------
+# --- the spec's docs/methods/metric-explore-exploit-error.md#per-step-error reference implementation (brute force, for cross-checking) ----------------
 def bfs_from(cells, src):
     dist = {src: 0}
     q = deque([src])
@@ -118,7 +118,7 @@ def stale(walk):
 
 
 def reference_score(inst: Instance, traj):
-    """spec_000 §1.9 ``score_trajectory`` on a position sequence (noops repeat the cell)."""
+    """docs/methods/metric-explore-exploit-error.md#per-step-error ``score_trajectory`` on a position sequence (noops repeat the cell)."""
     cells = inst.cells
     loc = {n.name: n.cell for n in inst.nodes}
     prereq = {n.name: [set(o) for o in n.options] for n in inst.nodes}

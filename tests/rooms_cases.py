@@ -1,6 +1,6 @@
 """Shared cases for the Dark Treasure Rooms tests.
 
-EXAMPLE is the paper's example interaction (spec_001 §1.7) placed on a 3×3 grid:
+EXAMPLE is the paper's example interaction (docs/methods/metric-optimal-exploitation-gap.md#worked-example) placed on a 3×3 grid:
 
     R5(0)  -tangerine-  S(1)       (2: no doors)
                         |dodger_blue

@@ -1,4 +1,4 @@
-"""BACKTRACK (spec_002 §6.10) restores the world exactly on every environment family.
+"""BACKTRACK (docs/methods/exploratory-learning.md#distilled-agent) restores the world exactly on every environment family.
 
 An agent takes a few random legal actions, records the snapshot of state S1, backtracks to S1
 through the runner, and the test checks that the restored world is S1: with the clocks made

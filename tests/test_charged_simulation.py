@@ -1,4 +1,4 @@
-"""Charged simulation (spec_002 §9 D2): on budgeted oracle-query tasks every new query a search
+"""Charged simulation (docs/methods/rmcts.md#decisions D2): on budgeted oracle-query tasks every new query a search
 simulates is asked for real and charged; the search cannot read the hidden function for free."""
 
 import asyncio

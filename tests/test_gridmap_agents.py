@@ -1,5 +1,5 @@
 """Heuristic grid-map agents: the frontier agent succeeds, the oracle agent scores zero error
-(spec_000 §1.8 item 6), the random agent only uses admissible moves."""
+(docs/methods/metric-explore-exploit-error.md#target-set-and-cases item 6), the random agent only uses admissible moves."""
 
 import asyncio
 import math
@@ -71,7 +71,7 @@ def test_oracle_is_error_free_on_random_maps(inst):
 @SETTINGS
 @given(small_instances())
 def test_frontier_agent_is_error_free_in_case_1(inst):
-    # §1.8 item 6: nearest-frontier BFS over the known map never errs while nothing is pending
+    # docs/methods/metric-explore-exploit-error.md#target-set-and-cases item 6: nearest-frontier BFS over the known map never errs while nothing is pending
     big = replace(inst, budget=50 * inst.budget)
     ep = play(FrontierAgent(), Task("gridmap", big.to_params()))
     s = score_trajectory(big, ep.actions())

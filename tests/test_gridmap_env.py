@@ -1,4 +1,4 @@
-"""GridMapEnv (spec_000 §1.1–1.5, §3.2–3.3): observations, arrival rules, invalid actions,
+"""GridMapEnv (docs/methods/envs.md#grid-map-with-task-dag): observations, arrival rules, invalid actions,
 budget, snapshots, parsing, and agreement with the metric's replay."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Instance generator (spec_000 §2, D11, D13–D18): determinism, sizes, DAG shape, connectivity."""
+"""Instance generator (docs/methods/envs.md#grid-map-with-task-dag, D11, D13–D18): determinism, sizes, DAG shape, connectivity."""
 
 import json
 import re
@@ -15,7 +15,7 @@ from clew.envs.gridmap.generator import (
 )
 from clew.envs.gridmap.instance import Instance, bfs
 
-# spec_000 §2.2: expected W = H per (density, node count)
+# docs/methods/envs.md#grid-map-with-task-dag: expected W = H per (density, node count)
 SIZES = {("high", "easy"): 7, ("high", "medium"): 8, ("high", "hard"): 9,
          ("medium", "easy"): 4, ("medium", "medium"): 5, ("medium", "hard"): 6,
          ("low", "easy"): 4, ("low", "medium"): 4, ("low", "hard"): 5}

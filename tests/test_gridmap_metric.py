@@ -1,4 +1,4 @@
-"""Exploration/exploitation error metric (spec_000 §1.6–1.10, §6.3 Tests A–D, §1.8 invariants)."""
+"""Exploration/exploitation error metric (docs/methods/metric-explore-exploit-error.md Tests A–D, docs/methods/metric-explore-exploit-error.md#target-set-and-cases invariants)."""
 
 import math
 
@@ -41,7 +41,7 @@ def test_vector_a_no_errors():
 
 def test_vector_b_table():
     s = score_trajectory(instance_b(), actions_for(TEST_B_PATH))
-    expected = [  # t: case, |T|, progress, gain, err  (spec_000 §6.3 Test B)
+    expected = [  # t: case, |T|, progress, gain, err  (docs/methods/metric-explore-exploit-error.md#worked-examples Test B)
         (1, 4, 1, 1, 0), (1, 5, 1, 1, 0), (1, 4, 1, 1, 0), (1, 4, 0, 1, 0), (1, 4, 1, 1, 0),
         (1, 4, 1, 1, 0), (4, 4, 0, 1, 0), (4, 4, 0, 1, 0), (4, 4, 0, 1, 1), (4, 4, 0, 1, 0),
         (4, 4, 1, 1, 0), (2, 1, 0, 0, 1), (2, 1, 0, 1, 0), (2, 1, 1, 1, 0),

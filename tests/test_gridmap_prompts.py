@@ -1,4 +1,4 @@
-"""Prompt variants (spec_000 §3.1) and the structured-memory harness (§3.5)."""
+"""Prompt variants (docs/methods/envs.md#grid-map-with-task-dag) and the structured-memory harness (docs/methods/envs.md#grid-map-with-task-dag)."""
 
 import pytest
 from clew.envs.base import Task

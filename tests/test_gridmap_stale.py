@@ -1,4 +1,4 @@
-"""Stale score (spec_000 §1.6) against the six Appendix-B walks of §6.1 and brute force."""
+"""Stale score (docs/methods/metric-explore-exploit-error.md) against the six Appendix-B walks of docs/methods/metric-explore-exploit-error.md#worked-examples and brute force."""
 
 import pytest
 from clew.eval.metrics.explore_exploit import StaleWalk, stale_parts

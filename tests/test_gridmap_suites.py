@@ -1,4 +1,4 @@
-"""Grid-map suites (spec_000 §2.4) and the semantic cooking maps with their twins (§4)."""
+"""Grid-map suites (docs/methods/envs.md#grid-map-with-task-dag) and the semantic cooking maps with their twins (docs/methods/envs.md#grid-map-with-task-dag)."""
 
 from collections import Counter
 

@@ -1,4 +1,4 @@
-"""FakeLM and usage accounting by role (spec_002 §7.3)."""
+"""FakeLM and usage accounting by role (docs/methods/rmcts.md#token-accounting)."""
 
 from __future__ import annotations
 

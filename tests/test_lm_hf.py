@@ -1,4 +1,4 @@
-"""The transformers backend on a tiny local model (DESIGN §2, §6)."""
+"""The transformers backend on a tiny local model (docs/architecture.md#contracts)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible backend against a fake server on 127.0.0.1 (DESIGN §2, §5)."""
+"""The OpenAI-compatible backend against a fake server on 127.0.0.1 (docs/architecture.md#contracts)."""
 
 from __future__ import annotations
 

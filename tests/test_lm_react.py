@@ -1,4 +1,4 @@
-"""The ReAct agent on the Env API with scripted models (spec_002 §5.2, §8.1)."""
+"""The ReAct agent on the Env API with scripted models (docs/methods/baselines.md#react)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Model spec strings and load_model (DESIGN §2 "Language models")."""
+"""Model spec strings and load_model (docs/architecture.md#contracts "Language models")."""
 
 from __future__ import annotations
 

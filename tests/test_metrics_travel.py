@@ -277,7 +277,7 @@ def test_random_episodes_decompose(env):
             assert m["exploit_return"] == m["agent_return"] == m["best_value"]
 
 
-def test_textminigrid_coverage_is_the_spec_004_extension():
+def test_textminigrid_coverage_is_the_documented_extension():
     task = FAMILY_TASKS["textminigrid"](1)
     rec = play("random", task, seed=4, max_steps=60)
     assert rec["metrics"]["coverage"] == rec["metrics"]["ext_coverage"]

@@ -1,4 +1,4 @@
-"""spec_003 §4: the explore–exploit baselines follow their algorithms and reach sensible rewards."""
+"""docs/methods/metric-best-found.md#explore-exploit-baselines: the explore–exploit baselines follow their algorithms and reach sensible rewards."""
 
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def test_episodes_are_reproducible_and_repeats_differ():
     ("maxsat", {"instance": "M-main", "budget": 48}, 60),
 ])
 def test_baselines_beat_random_queries(env, params, runs):
-    """§1.3: the explore–exploit baseline is the yardstick; it must beat uniform queries and
+    """docs/methods/metric-best-found.md#aggregation: the explore–exploit baseline is the yardstick; it must beat uniform queries and
     clear the level reachable without the key structure (needle / good chain / gold clause)."""
     gen = {"hill": hill, "tree": tree, "maxsat": maxsat}[env].generate_task
     task = gen(params, 0)

@@ -1,4 +1,4 @@
-"""spec_003 §2: generators against their parameters, optima against brute force, fixed instances."""
+"""docs/methods/envs.md#oracle-search-tasks: generators against their parameters, optima against brute force, fixed instances."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 
 def test_hill_fixed_instance_vectors():
-    """Appendix A.1 and the §2.1.3 table (both denominators)."""
+    """Appendix A.1 and the docs/methods/envs.md#hillsearch table (both denominators)."""
     b2 = hill.FIXED["H-B2"]
     assert hill.hill_value(1.3, b2, "w") == pytest.approx(20.991142, abs=1e-6)
     assert hill.hill_value(1.25, b2, "w") == pytest.approx(16.514069, abs=1e-6)
@@ -246,7 +246,7 @@ def test_generators_are_pure_and_tasks_round_trip(env, params):
 def test_paper_main_suite():
     test = resolve("paper-003-main:test")
     got = sorted((t.env, t.params.get("instance"), t.params["budget"]) for t in test)
-    # version 2: the needle-at-6.2 list (H-E3) is the one behind the paper's Table 1 (§7.2)
+    # version 2: the needle-at-6.2 list (H-E3) is the one behind the paper's Table 1 (docs/methods/envs.md#hillsearch)
     want = sorted([("hillsearch", "H-E3", 36), ("hillsearch", "H-E3", 48)]
                   + [("treesearch", "T-main", n) for n in (36, 48, 60)]
                   + [("maxsatsearch", "M-main", n) for n in (36, 48)])

@@ -1,4 +1,4 @@
-"""spec_003 §5: parallel threads and summary hand-offs as wrappers; pooling and Theorem 5.1."""
+"""docs/methods/interventions.md: parallel threads and summary hand-offs as wrappers; pooling and Theorem 5.1."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def play(agent, task, key="k#0"):
 
 
 class ToyChatAgent(BaseAgent):
-    """A minimal §3 chat agent: keeps [system, user, assistant, user, ...] in the episode's
-    scratch, drops silent retries (§3.6) and offers ``reset_context`` (the summary protocol)."""
+    """A minimal docs/methods/envs.md#query-protocol chat agent: keeps [system, user, assistant, user, ...] in the episode's
+    scratch, drops silent retries (docs/methods/envs.md#query-protocol) and offers ``reset_context`` (the summary protocol)."""
 
     name = "toy-chat"
     kind = "lm"
@@ -275,7 +275,7 @@ def test_pooled_estimator_edge_cases():
 
 @pytest.mark.parametrize("alpha,v2", [(0.9, 0.214), (0.7, 0.494), (0.5, 0.686)])
 def test_split_threshold_examples(alpha, v2):
-    """§5.2 worked numbers (c = 1)."""
+    """docs/methods/interventions.md#splitting-threshold worked numbers (c = 1)."""
     assert split_threshold(2, alpha) == pytest.approx(v2, abs=1e-3)
 
 

@@ -1,4 +1,4 @@
-"""spec_003 §1, §2.x.3–4, §3, §5.3: the query protocol, validity and retries, texts, metric."""
+"""docs/methods/metric-best-found.md: the query protocol, validity and retries, texts, metric."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def maxsat_env(budget=10):
     return env
 
 
-# --- retries (§3.6) ---------------------------------------------------------------------------
+# --- retries (docs/methods/envs.md#query-protocol) ---------------------------------------------------------------------------
 
 
 def test_retry_thresholds_and_budget():
@@ -53,7 +53,7 @@ def test_retry_thresholds_and_budget():
         else:
             assert step.info["retry"] == "end" and step.done
     assert env.ended == "retries"
-    # early-terminated episodes keep the best value found so far (§3.6 [D])
+    # early-terminated episodes keep the best value found so far (docs/methods/envs.md#query-protocol [D])
     assert env.grade() == pytest.approx(hill.hill_value(2.0, hill.H_B2) / env.optimum)
     after = env.step('{"query": {"x": 1}}')
     assert not after.valid and after.done
@@ -144,7 +144,7 @@ def test_maxsat_parsing_and_validity():
 
 
 def test_tree_feedback_lists():
-    """§2.2.3: children in random order; after a leaf, all queryable nodes, most recent first."""
+    """docs/methods/envs.md#treesearch: children in random order; after a leaf, all queryable nodes, most recent first."""
     p = {"r_trap": 1, "r_good": 1, "b": 2, "d_trap": 1, "d_good": 3}
     env = tree_env(budget=20, params=p)
     parent = env.parents()
@@ -191,7 +191,7 @@ def test_response_schemas():
     assert schema["properties"]["query"]["required"] == [f"x{i}" for i in range(15)]
 
 
-# --- hand-off templates (§5.3) ----------------------------------------------------------------
+# --- hand-off templates (docs/methods/interventions.md#summary-hand-off) ----------------------------------------------------------------
 
 
 def test_hill_handoff_gaps():

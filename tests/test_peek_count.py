@@ -1,4 +1,4 @@
-"""Peek count (spec_002 §9 D2): states a search saw only inside its simulator are counted, so
+"""Peek count (docs/methods/rmcts.md#decisions D2): states a search saw only inside its simulator are counted, so
 exploration metrics of searched agents are not read as real exploration."""
 
 import asyncio

@@ -1,5 +1,5 @@
 """Debate value call pattern, error attribution and contrastive reflection with the fake LM
-(spec_002 §2.3, §3.3–§3.7, Appendix C.2–C.3)."""
+(docs/methods/debate.md#multi-agent-debate)."""
 
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ def test_policy_reflection_predicts_then_contrasts():
     exp, nxt, text = asyncio.run(Reflector(lm).reflect_policy(rec, 0, success=False))
     assert (exp, nxt, text) == ("EXPECTED: a door opens", "o1", "LESSON: doors need keys")
     first, second = lm.calls
-    # usage roles of their own (spec §7.3): the expectation call, then the reflection
+    # usage roles of their own (docs/methods/rmcts.md#token-accounting): the expectation call, then the reflection
     assert (first.role, second.role) == ("expect", "reflection")
     assert "raw0" in first.messages[2]["content"]                       # the reflected action
     assert "EXPECTED: a door opens" in second.messages[2]["content"]    # call 1 fed to call 2

@@ -1,5 +1,5 @@
 """Reflection memory: retrieval (m, threshold), task snapshots, persistence, corrupt files
-(spec_002 §4, Appendix C.4)."""
+(docs/methods/reflection-memory.md, Appendix C.4)."""
 
 from __future__ import annotations
 

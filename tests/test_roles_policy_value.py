@@ -1,5 +1,4 @@
-"""Policy and single-agent value roles with the fake LM (spec_002 §1.3, §2.1, §2.2, §2.4, §2.5,
-§8.1, Appendix C.1)."""
+"""Policy and single-agent value roles with the fake LM (docs/methods/mcts.md#expansion, Appendix C.1)."""
 
 from __future__ import annotations
 
@@ -62,7 +61,7 @@ def run(coro):
 
 # --- policy ----------------------------------------------------------------------------------
 def test_priors_from_sample_frequencies_top_b():
-    """§1.16 test 1: {A×9, B×5, C×3, D×2, E×1}, b = 3 -> A, B, C with 9/17, 5/17, 3/17."""
+    """docs/methods/mcts.md#worked-example test 1: {A×9, B×5, C×3, D×2, E×1}, b = 3 -> A, B, C with 9/17, 5/17, 3/17."""
     keys = ["a"] * 9 + ["b"] * 5 + ["c"] * 3 + ["d"] * 2 + ["e"]
     order = [1, 0, 2, 0, 3, 1, 0, 4, 0, 1, 2, 0, 0, 1, 3, 0, 2, 0, 1, 0]   # interleaved
     pool = {k: [i for i, x in enumerate(keys) if x == k] for k in "abcde"}

@@ -1,4 +1,4 @@
-"""Dark Treasure Rooms env: rules, multi-episode runs, prompts, snapshots (spec_001 §2)."""
+"""Dark Treasure Rooms env: rules, multi-episode runs, prompts, snapshots (docs/methods/envs.md#dark-treasure-rooms)."""
 
 import json
 
@@ -187,7 +187,7 @@ def test_registry_make_and_generate_are_deterministic():
     assert a == b and a.to_json() == b.to_json()
     assert generate("rooms", {"size": 5}, 8) != a
     layout = Layout.from_dict(a.params["layout"])
-    assert layout.door_budget == layout.eccentricity  # C = eccentricity of the start (§2.4)
+    assert layout.door_budget == layout.eccentricity  # C = eccentricity of the start (docs/methods/envs.md#dark-treasure-rooms)
     assert env.reset(a).text.startswith("Episode 1:\nYou see: ")
     Task.from_dict(json.loads(a.to_json()))  # JSON round trip
     with pytest.raises(ValueError, match="unknown param"):

@@ -1,4 +1,4 @@
-"""Frozen Dark Treasure Rooms layouts and suites (spec_001 §2.1-2.2, §3.2)."""
+"""Frozen Dark Treasure Rooms layouts and suites (docs/methods/envs.md#dark-treasure-rooms)."""
 
 import json
 
@@ -56,7 +56,7 @@ def test_frozen_layout_properties(layout_id):
 
 
 def test_expected_best_three_matches_the_spec():
-    # spec_001 §2.2: best 3 of b integer U{1..10} rewards, b = 3..7
+    # docs/methods/envs.md#dark-treasure-rooms: best 3 of b integer U{1..10} rewards, b = 3..7
     got = [round(expected_best(b), 1) for b in (3, 4, 5, 6, 7)]
     assert got == [16.5, 19.5, 21.5, 22.9, 23.9]
 

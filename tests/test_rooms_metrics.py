@@ -1,4 +1,4 @@
-"""Gap decomposition and exploration statistics of rooms runs (spec_001 §1.3, §1.7, §4.1)."""
+"""Gap decomposition and exploration statistics of rooms runs (docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition)."""
 
 import asyncio
 import math
@@ -44,12 +44,12 @@ def check_decomposition(task, actions):
         assert agent == exploit == [0] * len(agent) and math.isnan(gaps["gap_total_mean"])
         return gaps
     for i in range(len(agent)):
-        assert 0 <= agent[i] <= exploit[i] <= rmax  # R^LLM <= R^exploit <= R^max (§1.2)
+        assert 0 <= agent[i] <= exploit[i] <= rmax  # R^LLM <= R^exploit <= R^max (docs/methods/metric-optimal-exploitation-gap.md#optimal-exploitation-return)
         parts = per["gap_exploration"][i] + per["gap_exploitation"][i]
         assert per["gap_total"][i] == pytest.approx(parts)
         assert per["gap_total"][i] == pytest.approx((rmax - agent[i]) / rmax)
         assert -1e-12 <= per["gap_exploration"][i] <= 1 + 1e-12
-    assert exploit == sorted(exploit)  # monotone (§1.2 #2)
+    assert exploit == sorted(exploit)  # monotone (docs/methods/metric-optimal-exploitation-gap.md#optimal-exploitation-return #2)
     return gaps
 
 

@@ -1,4 +1,4 @@
-"""Reading messy model replies as one visible object (spec_001 §2.8)."""
+"""Reading messy model replies as one visible object (docs/methods/envs.md#dark-treasure-rooms)."""
 
 import pytest
 from clew.envs.rooms.env import RoomsEnv

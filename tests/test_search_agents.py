@@ -1,5 +1,5 @@
 """Search agents end to end on a toy tree env: R-MCTS with the fake LM, committed paths, value
-failures, ToT BFS/DFS and best-first visit orders (spec_002 §1, §5, Appendix C.11), heuristic
+failures, ToT BFS/DFS and best-first visit orders (docs/methods/mcts.md, Appendix C.11), heuristic
 roles on the grid map."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""MCTS core against hand computations from spec_002's formulas (§1.4–§1.10, §1.16, §6.11)."""
+"""MCTS core against hand computations from docs/methods/rmcts.md formulas (docs/methods/mcts.md#puct-selection to docs/methods/mcts.md#decision, docs/methods/mcts.md#worked-example, docs/methods/exploratory-learning.md#worked-example)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def run(cfg, hooks):
 
 
 def worked_example_hooks():
-    # spec_002 §6.11: P(A)=0.6, P(B)=0.4; s1=A: C 0.7 / D 0.3; s2=B: G 0.8 / H 0.2
+    # docs/methods/exploratory-learning.md#worked-example: P(A)=0.6, P(B)=0.4; s1=A: C 0.7 / D 0.3; s2=B: G 0.8 / H 0.2
     priors = {"": [("A", 0.6), ("B", 0.4)], "A": [("C", 0.7), ("D", 0.3)],
               "B": [("G", 0.8), ("H", 0.2)], "A/C": [("X", 1.0)], "B/G": [("X", 1.0)]}
     values = {"A": 0.2, "A/C": 0.1, "B": 0.6, "B/G": 0.9}

@@ -1,4 +1,4 @@
-"""Tree data and its JSON/gzip round trip (spec_002 §1.2, §1.14)."""
+"""Tree data and its JSON/gzip round trip (docs/methods/mcts.md#tree-data)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TextMiniGridEnv: multi-action steps, no-ops, limits, memory, prompts, snapshots (spec_004 §3, §5)."""
+"""TextMiniGridEnv: multi-action steps, no-ops, limits, memory, prompts, snapshots (docs/methods/envs.md#textminigrid)."""
 
 import pytest
 from clew.envs.base import Task
@@ -48,7 +48,7 @@ def test_blocked_actions_are_silent_no_ops_and_the_sequence_continues():
     trs = step.obs.info["transitions"]
     assert [t["observation"] for t in trs[:4]] == [first.info["view"]] * 4  # unchanged view
     assert trs[4]["direction"] == "East"
-    assert "nothing happened" not in step.obs.text  # no feedback by default (§3.4)
+    assert "nothing happened" not in step.obs.text  # no feedback by default (docs/methods/envs.md#textminigrid)
 
 
 def test_feedback_flag_marks_blocked_actions():
@@ -66,7 +66,7 @@ def test_truncation_to_m_and_reward_on_success_mid_sequence():
     env.reset(FACING_BALL)
     step = env.step("Pick Up,Turn Left,Turn Left")
     assert step.done and env.grade() == 1.0 and step.info["executed"] == ["Pick Up"]
-    assert step.reward == pytest.approx(1 - 0.9 * 1 / 200)  # BabyAI reward (§1.6)
+    assert step.reward == pytest.approx(1 - 0.9 * 1 / 200)  # BabyAI reward (docs/methods/envs.md#textminigrid)
     assert env.legal_actions() == []
 
 

@@ -1,4 +1,4 @@
-"""TextMiniGrid layout generator (spec_004 §1.3) and the BabyAI bot oracle (§1.7)."""
+"""TextMiniGrid layout generator (docs/methods/envs.md#textminigrid) and the BabyAI bot oracle (docs/methods/metric-textminigrid.md#behavioral-difficulty)."""
 
 import json
 from collections import Counter

@@ -1,4 +1,4 @@
-"""TextMiniGrid metrics (spec_004 §4.1 and the §4.3 extensions)."""
+"""TextMiniGrid metrics (docs/methods/metric-textminigrid.md#success-and-steps and the docs/methods/metric-textminigrid.md#extensions extensions)."""
 
 import asyncio
 import math

@@ -1,4 +1,4 @@
-"""Parsing messy model replies into TextMiniGrid actions (spec_004 §3.2–3.3)."""
+"""Parsing messy model replies into TextMiniGrid actions (docs/methods/envs.md#textminigrid)."""
 
 import pytest
 from clew.envs.textminigrid.parsing import ACTIONS, parse_reply

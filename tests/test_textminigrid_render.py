@@ -1,4 +1,4 @@
-"""TextMiniGrid renderers against spec_004 §2's worked examples, rotations and brute force."""
+"""TextMiniGrid renderers against docs/methods/envs.md#textminigrid's worked examples, rotations and brute force."""
 
 import numpy as np
 import pytest
@@ -20,7 +20,7 @@ from clew.envs.textminigrid.render import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-# §2.1 / §2.3 example: own generator, 2×2 rooms, agent facing East (seed 16, k = 3)
+# docs/methods/envs.md#textminigrid / docs/methods/envs.md#textminigrid example: own generator, 2×2 rooms, agent facing East (seed 16, k = 3)
 SPEC_SC = """\
 WW;PL;WW;WW;WW;XX;XX;
 EM;EM;EM;EM;WW;XX;XX;
@@ -132,7 +132,7 @@ def _walk(level, moves):
 @settings(max_examples=40, deadline=None)
 @given(_positions())
 def test_displayed_cell_is_the_world_cell(case):
-    """§2.1 [V]: displayed (r, c) is world cell (ax + c − c_agent, ay + r − r_agent)."""
+    """docs/methods/envs.md#textminigrid [V]: displayed (r, c) is world cell (ax + c − c_agent, ay + r − r_agent)."""
     n, k, seed, moves = case
     level = _walk(build_level(generate_layout(n, k, seed)), moves)
     rows = [r.split(";")[:-1] for r in render_level(level, "sc").splitlines()]

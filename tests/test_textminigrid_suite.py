@@ -1,4 +1,4 @@
-"""TextMiniGrid suites (spec_004 §1.7) and the BabyAI-bot agent through the runner."""
+"""TextMiniGrid suites (docs/methods/metric-textminigrid.md#behavioral-difficulty) and the BabyAI-bot agent through the runner."""
 
 import asyncio
 import json
@@ -26,7 +26,7 @@ def test_the_45_task_suite(paper):
     configs = Counter((t.params["rooms"], t.params["objs_per_room"]) for t in paper)
     assert configs == Counter({(r, k): 5 for r in (1, 4, 9) for k in (1, 3, 5)})
     for t in paper:
-        # seeds 1..5 unless replaced by the next ones (§1.7 rule); every task is bot-solvable
+        # seeds 1..5 unless replaced by the next ones (docs/methods/metric-textminigrid.md#behavioral-difficulty rule); every task is bot-solvable
         assert 1 <= t.seed <= 5 + len(t.params["rejected_seeds"])
         assert t.params["oracle_length"] <= 200
         assert t.params["difficulty"] == difficulty(t.params["oracle_length"])
@@ -43,7 +43,7 @@ def test_suite_tasks_are_the_generator_output(paper):
 
 
 def test_easy_tasks_have_the_target_in_the_start_room(paper):
-    """Calibration check of §1.7: every easy task has its target in the start room."""
+    """Calibration check of docs/methods/metric-textminigrid.md#behavioral-difficulty: every easy task has its target in the start room."""
     for t in paper:
         if t.params["difficulty"] != "easy":
             continue

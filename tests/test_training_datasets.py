@@ -1,4 +1,4 @@
-"""Run directories to EL / IL datasets (spec_002 §6.2, §6.8) and the `clew data` command."""
+"""Run directories to EL / IL datasets (docs/methods/exploratory-learning.md#episode-selection) and the `clew data` command."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The distilled agent (spec_002 §6.10) against the real runner: its prompts equal the EL
+"""The distilled agent (docs/methods/exploratory-learning.md#distilled-agent) against the real runner: its prompts equal the EL
 training chats (Appendix C 8), and backtrack targets follow ``episode.path`` (Appendix C 9)."""
 
 from __future__ import annotations

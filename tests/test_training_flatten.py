@@ -1,4 +1,4 @@
-"""EL/IL flattening (spec_002 §6.3-§6.9): the worked example of §6.11, backtrack placement,
+"""EL/IL flattening (docs/methods/exploratory-learning.md#traversals-kept to #teacher-forcing): the worked example of docs/methods/exploratory-learning.md#worked-example, backtrack placement,
 STOP handling, IL = executed actions, and no-backtrack envs."""
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def test_final_stop_is_kept():
 
 
 def test_committed_path_keeps_traversals_up_to_the_path():
-    """Decision kind "path" (§1.8): the last kept traversal is the committed path."""
+    """Decision kind "path" (docs/methods/mcts.md#value-one-paths): the last kept traversal is the committed path."""
     tree, record, task = worked_example()
     e = {x.action: x.edge_id for x in tree.edges}
     tree.decision_kind, tree.decision_edges = "path", [e["B"], e["G"]]
@@ -299,7 +299,7 @@ def random_search(draw):
 @given(random_search())
 def test_backtracks_exactly_where_the_branch_changes(case):
     tree, travs = case
-    travs = [t for i, t in enumerate(travs) if i == 0 or travs[i - 1] != t]  # as §6.3 does
+    travs = [t for i, t in enumerate(travs) if i == 0 or travs[i - 1] != t]  # as docs/methods/exploratory-learning.md#traversals-kept does
     items = flatten_step(tree, travs)
     # walk the items: every Act leaves the current node, every Back goes to an ancestor
     cur = [tree.root]
@@ -322,7 +322,7 @@ def test_backtracks_exactly_where_the_branch_changes(case):
     for i, t in enumerate(travs):
         leaf = tree.edge(t[-1]).child
         if tree.edge(t[-1]).is_stop and i < len(travs) - 1:
-            continue  # a STOP turn in the middle is deleted (§6.4)
+            continue  # a STOP turn in the middle is deleted (docs/methods/exploratory-learning.md#flattening-a-step)
         if not expect or expect[-1] is not leaf:
             expect.append(leaf)
     it = iter(leaves)  # the expected leaves are a subsequence of the states walked through

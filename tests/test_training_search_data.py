@@ -1,4 +1,4 @@
-"""Search -> EL/IL data on real environments (spec_002 §6.9): heuristic MCTS on a few tasks of
+"""Search -> EL/IL data on real environments (docs/methods/exploratory-learning.md#teacher-forcing): heuristic MCTS on a few tasks of
 ``exploration-v1:train``; every exported EL chat replays through the distilled agent and the
 runner to the same prompts (Appendix C 8)."""
 
@@ -54,7 +54,7 @@ def test_search_runs_export_without_invalid_targets(searched):
                 or "charged simulation" in reason), reason
     assert ds["el"].num_rows > 0 and ds["il_all"].num_rows > 0
     # IL: exactly the executed actions of the selected episodes, one sample per action; the
-    # oracle-query episodes (charged simulation, spec_002 D2) are left out of both exports
+    # oracle-query episodes (charged simulation, docs/methods/mcts.md#free-and-charged-simulation) are left out of both exports
     records = read_episodes(searched)
     assert any(r["outcome"]["charged_simulation"] for r in records if r["task"]["env"] ==
                "treesearch")

@@ -97,7 +97,7 @@ class QueryState:
 
 
 class QueryEnv(Env):
-    """A budgeted oracle-query toy (spec_002 D2 "charged"): ask ``qK`` to learn the hidden value
+    """A budgeted oracle-query toy (docs/methods/mcts.md#free-and-charged-simulation "charged"): ask ``qK`` to learn the hidden value
     of K; asking a known K again is invalid and costs nothing; ``budget`` valid queries."""
 
     name = "toy-query"

@@ -1,4 +1,4 @@
-"""Toy env and trees for the training tests: the tiny tree of spec_002 §6.11.
+"""Toy env and trees for the training tests: the tiny tree of docs/methods/exploratory-learning.md#worked-example
 
 ``TreeEnv`` is a world whose state is the string of actions taken; the task names the observation
 of every reachable state, so any hand-made search tree can be replayed in it exactly.
@@ -80,7 +80,7 @@ def raw(action: str) -> str:
 
 
 def worked_example() -> tuple[Tree, dict, Task]:
-    """spec_002 §6.11: b = 2, 4 simulations, values s1 .2, s3 .1, s2 .6, s4 .9; execute B."""
+    """docs/methods/exploratory-learning.md#worked-example: b = 2, 4 simulations, values s1 .2, s3 .1, s2 .6, s4 .9; execute B."""
     tree = Tree.with_root("<o0>")
     root = tree.root
     a = tree.new_edge(root, "A", "A", raw=raw("A"), count=12, prior=0.6)

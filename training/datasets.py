@@ -1,4 +1,4 @@
-"""Run directories to EL / IL training datasets (spec_002 §6.2, §6.8; DESIGN §3).
+"""Run directories to EL / IL training datasets (docs/methods/exploratory-learning.md#episode-selection; docs/architecture.md#data-on-disk).
 
 ``build_datasets(DataConfig)`` reads one or more run directories (``runs/NAME/episodes.jsonl``
 and ``runs/NAME/trees/<episode key>/<step>.json.gz``), selects episodes, exports each with
@@ -8,7 +8,7 @@ objects with a ``messages`` column in chat format plus metadata columns:
 * ``el``: Exploratory Learning samples;
 * ``il_all``: Imitation Learning samples of every selected episode (the paper's IL);
 * ``il_matched``: IL samples of exactly the episodes that gave EL data (the code's IL), so EL
-  and IL can be compared on equal task sets (§6.2);
+  and IL can be compared on equal task sets (docs/methods/exploratory-learning.md#episode-selection);
 * ``pairs`` and ``values``: step-level preference pairs (TRL's conversational preference format)
   and value targets from every episode's trees (:mod:`clew.training.preferences`,
   docs/methods/exploratory-learning.md#preference-pairs-and-dpo); their own columns, one JSONL
@@ -55,7 +55,7 @@ EXPORT_FORMATS = ("chat", "openai", "prompt_completion", "context_response")
 
 
 class DataConfig(BaseModel):
-    """What ``clew data`` builds (the ``el`` block of spec_002 Appendix A, plus I/O)."""
+    """What ``clew data`` builds (the ``el`` block of docs/methods/exploratory-learning.md, plus I/O)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -254,7 +254,7 @@ def _progress(items, enabled: bool, name: str):
 
 # --- writing and reading ------------------------------------------------------------------------
 def to_export(row: dict[str, Any], fmt: str) -> dict[str, Any]:
-    """One JSONL line. ``chat``: spec_002 §6.8 (messages with weights on assistant turns, meta);
+    """One JSONL line. ``chat``: docs/methods/exploratory-learning.md#samples-and-loss-weights (messages with weights on assistant turns, meta);
     ``openai``: the same messages and nothing else (OpenAI fine-tuning files);
     ``prompt_completion``: TRL's conversational prompt/completion pair (last turn the target);
     ``context_response``: the authors' released shape (context, response, metadata)."""

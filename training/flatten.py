@@ -1,26 +1,26 @@
-"""Search trees to Exploratory Learning (EL) and Imitation Learning (IL) chats (spec_002 §6).
+"""Search trees to Exploratory Learning (EL) and Imitation Learning (IL) chats (docs/methods/exploratory-learning.md).
 
-The pipeline for one recorded episode (§6.9):
+The pipeline for one recorded episode (docs/methods/exploratory-learning.md#teacher-forcing):
 
 1. :func:`select_traversals` keeps each step's logged traversals up to the first one that reaches
-   the executed action, without consecutive duplicates (§6.3);
+   the executed action, without consecutive duplicates (docs/methods/exploratory-learning.md#traversals-kept);
 2. :func:`flatten_step` replays them as a walk through the tree: observations, actions, and a
-   ``Back`` item wherever the next traversal leaves the current branch (§6.4);
+   ``Back`` item wherever the next traversal leaves the current branch (docs/methods/exploratory-learning.md#flattening-a-step);
 3. :func:`flatten_episode` joins the steps, keeping one copy of each boundary state, and drops the
-   final observation (§6.5); it checks the trees against the executed trajectory;
+   final observation (docs/methods/exploratory-learning.md#merging-steps); it checks the trees against the executed trajectory;
 4. :func:`el_turns` renders one assistant turn per action: the assessment of the state the turn
-   is issued from, then the action's completion (§6.7); :func:`il_turns` takes the executed
-   completions only (§6.6);
+   is issued from, then the action's completion (docs/methods/exploratory-learning.md#turn-text); :func:`il_turns` takes the executed
+   completions only (docs/methods/exploratory-learning.md#imitation-learning);
 5. :func:`teacher_force` replays the turns in a fresh env with the distilled agent's own format
    and decisions (:mod:`clew.agents.distilled`), producing the user turns exactly as at
-   inference and the validity of every target (§6.8, §6.9);
-6. :func:`make_samples` cuts the chat into training samples with per-turn weights (§6.8).
+   inference and the validity of every target (docs/methods/exploratory-learning.md#samples-and-loss-weights, docs/methods/exploratory-learning.md#teacher-forcing);
+6. :func:`make_samples` cuts the chat into training samples with per-turn weights (docs/methods/exploratory-learning.md#samples-and-loss-weights).
 
 Decisions (spec [D] items and our own):
 
-* Traversal order is the one logged at search time; the target is found by edge identity (§6.3).
+* Traversal order is the one logged at search time; the target is found by edge identity (docs/methods/exploratory-learning.md#traversals-kept).
 * State ids follow the runner (eval/runner.py, ``episode.path``): every valid forward step gets
-  the next id, a backtrack returns to the id on the current path. This equals §6.5's "order of
+  the next id, a backtrack returns to the id on the current path. This equals docs/methods/exploratory-learning.md#merging-steps's "order of
   first appearance" whenever no node is entered twice by a forward move; when the search walks
   down an earlier branch again, the state gets a new id, as it would at inference.
 * ``assessment_pick="closest"``, ``assessment_value="both"`` (D12): rationale text plus the value
@@ -30,7 +30,7 @@ Decisions (spec [D] items and our own):
   policies record the bare action) gets the answer line alone, ``Next action: ```a````; the same
   holds for IL steps.
 * For envs whose ``flags.supports_backtrack`` is False no Back items are made: the new actions of
-  each kept traversal follow each other as real actions (§6.10), and an action already issued in
+  each kept traversal follow each other as real actions (docs/methods/exploratory-learning.md#distilled-agent), and an action already issued in
   the episode (a query) is not issued again.
 * Replay mismatches (a replayed observation differing from the logged one) are counted, not
   fatal, because D23 renders clocks from the replayed step count; ``strict`` makes them fatal.
@@ -105,7 +105,7 @@ Item = Obs | Act | Back
 
 
 def _ends(edge: Edge) -> bool:
-    """A STOP or NONE edge leaves no state behind: it is never backed out of (§6.4)."""
+    """A STOP or NONE edge leaves no state behind: it is never backed out of (docs/methods/exploratory-learning.md#flattening-a-step)."""
     return edge.is_stop or edge.is_none
 
 
@@ -117,10 +117,10 @@ def _finishes(edge: Edge) -> bool:
 
 
 def select_traversals(tree: Tree) -> list[list[int]]:
-    """Traversals up to and including the first that reaches the executed action (§6.3).
+    """Traversals up to and including the first that reaches the executed action (docs/methods/exploratory-learning.md#traversals-kept).
 
     With one decision edge e* (a root edge) that is the first traversal ending in e*; with a
-    committed path (§1.8) the first traversal equal to the path. Consecutive duplicates go.
+    committed path (docs/methods/mcts.md#value-one-paths) the first traversal equal to the path. Consecutive duplicates go.
     """
     target = list(tree.decision_edges)
     if not target:
@@ -143,7 +143,7 @@ def select_traversals(tree: Tree) -> list[list[int]]:
 def flatten_step(tree: Tree, travs: list[list[int]], *, step: int = 0, backtrack: bool = True,
                  root: Node | None = None, scale: str = "unit",
                  issued: set[str] | None = None) -> list[Item]:
-    """Walk the kept traversals of one tree (§6.4). ``root`` stands for the tree's root node
+    """Walk the kept traversals of one tree (docs/methods/exploratory-learning.md#flattening-a-step). ``root`` stands for the tree's root node
     (the previous step's final state at a step boundary). Without backtrack, an action whose
     key is in ``issued`` (shared across the steps of an episode) is not issued again."""
     root_as = root if root is not None else tree.root
@@ -170,7 +170,7 @@ def flatten_step(tree: Tree, travs: list[list[int]], *, step: int = 0, backtrack
             target = state(cur[j - 1].child) if j else root_as
             seq += [Back(target, undo, step), Obs(target, step, returned=True, scale=scale)]
             cur = cur[:j]
-        elif undo > 0:  # no backtrack in this env: the new actions simply follow (§6.10)
+        elif undo > 0:  # no backtrack in this env: the new actions simply follow (docs/methods/exploratory-learning.md#distilled-agent)
             cur = cur[:j]
         for edge in trav[j:]:
             cur.append(edge)
@@ -186,7 +186,7 @@ def flatten_step(tree: Tree, travs: list[list[int]], *, step: int = 0, backtrack
 
 def flatten_episode(record: dict[str, Any], trees: dict[int, Tree], *,
                     backtrack: bool = True) -> list[Item]:
-    """Merge the flattened steps of one episode (§6.5) and check them against the record.
+    """Merge the flattened steps of one episode (docs/methods/exploratory-learning.md#merging-steps) and check them against the record.
 
     ``trees`` maps the real step index t to the tree searched at step t; a committed path of k
     actions covers steps t..t+k-1. Every executed step must be covered, each tree's executed
@@ -234,7 +234,7 @@ def flatten_episode(record: dict[str, Any], trees: dict[int, Tree], *,
 
 
 def count_actions(items: list[Item]) -> int:
-    """Assistant turns of a flattened trajectory: forward and backtrack actions (§6.6)."""
+    """Assistant turns of a flattened trajectory: forward and backtrack actions (docs/methods/exploratory-learning.md#imitation-learning)."""
     return sum(isinstance(x, (Act, Back)) for x in items)
 
 
@@ -265,7 +265,7 @@ def _sid_on_path(path: list[tuple[Node, int]], node: Node) -> int:
     raise FlattenError("a backtrack target is not on the current path")
 
 
-# --- turn text (§6.7) ---------------------------------------------------------------------------
+# --- turn text (docs/methods/exploratory-learning.md#turn-text) ---------------------------------------------------------------------------
 def _rationale(text: str) -> str:
     """The judge's "Thoughts:" text (up to its STATUS CODE line) on one line; without that
     label, the text minus its STATUS CODE line."""
@@ -348,7 +348,7 @@ class Turn:
 
 
 def el_turns(items: list[Item], assessment_value: str = "both") -> list[Turn]:
-    """One turn per Act/Back item, issued from the state of the preceding Obs (§6.7)."""
+    """One turn per Act/Back item, issued from the state of the preceding Obs (docs/methods/exploratory-learning.md#turn-text)."""
     turns: list[Turn] = []
     current: Obs | None = None
     for item in items:
@@ -367,7 +367,7 @@ def el_turns(items: list[Item], assessment_value: str = "both") -> list[Turn]:
 
 
 def il_turns(record: dict[str, Any]) -> list[Turn]:
-    """The executed completions, in order, as sampled (§6.6)."""
+    """The executed completions, in order, as sampled (docs/methods/exploratory-learning.md#imitation-learning)."""
     turns = []
     for step in record.get("steps") or []:
         turn = Turn("act", None, completion_text(step.get("raw"), step.get("action")))
@@ -376,7 +376,7 @@ def il_turns(record: dict[str, Any]) -> list[Turn]:
     return turns
 
 
-# --- teacher forcing (§6.9) ---------------------------------------------------------------------
+# --- teacher forcing (docs/methods/exploratory-learning.md#teacher-forcing) ---------------------------------------------------------------------
 class ReplayError(FlattenError):
     """The turns cannot be replayed in the env (the env ended early, a bad backtrack, ...)."""
 
@@ -398,7 +398,7 @@ class Chat:
 def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
                   root: Node | None = None, strict: bool = False,
                   min_grade: float | None = None, open_end: bool = False) -> Chat:
-    """Replay ``turns`` in ``env`` as the runner would run the distilled agent (§6.9, §6.10).
+    """Replay ``turns`` in ``env`` as the runner would run the distilled agent (docs/methods/exploratory-learning.md#teacher-forcing, docs/methods/exploratory-learning.md#distilled-agent).
 
     Each assistant text goes through :func:`clew.agents.distilled.decide`, exactly as the agent's
     completions do; forward actions are stepped, backtracks restore the snapshot of the target
@@ -480,7 +480,7 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
     return chat
 
 
-# --- samples (§6.8) -----------------------------------------------------------------------------
+# --- samples (docs/methods/exploratory-learning.md#samples-and-loss-weights) -----------------------------------------------------------------------------
 def mentions_reflections(text: str) -> bool:
     return "reflection" in text.lower()
 
@@ -495,7 +495,7 @@ class Sample:
 def make_samples(chat: Chat, mode: str = "prefix_last", keep_first: int = 2,
                  keep_last: int = 6, drop_reflection_mentions: bool = True
                  ) -> tuple[list[Sample], dict[str, int]]:
-    """Training samples of one chat, and counts of dropped targets (§6.8).
+    """Training samples of one chat, and counts of dropped targets (docs/methods/exploratory-learning.md#samples-and-loss-weights).
 
     ``prefix_last``: one sample per valid assistant turn, the prefix ending there, weight 1 on
     that turn only, first ``keep_first`` and last ``keep_last`` (user, assistant) pairs kept.
@@ -530,10 +530,10 @@ def make_samples(chat: Chat, mode: str = "prefix_last", keep_first: int = 2,
     return samples, dropped
 
 
-# --- one episode (§6.9) -------------------------------------------------------------------------
+# --- one episode (docs/methods/exploratory-learning.md#teacher-forcing) -------------------------------------------------------------------------
 @dataclass
 class ExportOptions:
-    """The ``el`` block of spec_002 Appendix A that concerns one episode."""
+    """The ``el`` block of docs/methods/exploratory-learning.md that concerns one episode."""
 
     el_max_actions: int | None = 20
     assessment_value: Literal["both", "text", "number"] = "both"
@@ -569,7 +569,7 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
            "keep_last": opt.elide_keep_last_pairs}
     env = make_env()
     if (record.get("outcome") or {}).get("charged_simulation"):
-        # Charged simulation (spec_002 D2) made real queries inside the search: the executed
+        # Charged simulation (docs/methods/mcts.md#free-and-charged-simulation) made real queries inside the search: the executed
         # steps interleave them with the agent's own choices, which neither the per-step tree
         # replay nor "executed actions only" describes. Left out until that export is written.
         out.el_skipped = out.il_skipped = ("charged simulation: the search's real queries are "
@@ -583,7 +583,7 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
             grade = float((record.get("outcome") or {}).get("grade") or 0.0)
             chat = teacher_force(env, task, el_turns(items, opt.assessment_value), "el",
                                  root=items[0].node, strict=opt.strict_replay, min_grade=grade)
-            out.el_actions = len(chat.kinds)    # forward and backtrack turns (§6.6)
+            out.el_actions = len(chat.kinds)    # forward and backtrack turns (docs/methods/exploratory-learning.md#imitation-learning)
             out.counts.update(el_replay_mismatches=chat.mismatches,
                               el_noop_backtracks=chat.skipped,
                               el_truncated_at_done=int(chat.truncated))

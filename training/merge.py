@@ -1,5 +1,5 @@
-"""Merge a LoRA adapter into its base model and save a standalone model (DESIGN §4 ``clew
-train``; spec_002 §6.10 runs distilled checkpoints as ``vllm:MERGED`` or ``hf:MERGED``).
+"""Merge a LoRA adapter into its base model and save a standalone model (docs/architecture.md#command-line ``clew
+train``; docs/methods/exploratory-learning.md#distilled-agent runs distilled checkpoints as ``vllm:MERGED`` or ``hf:MERGED``).
 
 The output folder holds the merged weights (safetensors), the config, the generation config
 and the tokenizer with its chat template: ``vllm serve DIR`` and ``hf:DIR`` load it as is.

@@ -1,7 +1,7 @@
 """Supervised fine-tuning on EL / IL chats: TRL ``SFTTrainer`` with PEFT LoRA or full weights.
 
-DESIGN §4 (``clew train``), spec_002 §6.1 ("both are supervised fine-tuning on multi-turn
-chats"), §6.8 (per-turn weights).
+docs/architecture.md#command-line (``clew train``), docs/methods/exploratory-learning.md ("both are supervised fine-tuning on multi-turn
+chats"), docs/methods/exploratory-learning.md#samples-and-loss-weights (per-turn weights).
 
 * Data: a chat dataset (``clew data`` output folder or a JSONL of ``{"messages": [...]}``).
   Per-turn weights become TRL's masks: each row is split into a conversational ``prompt`` (every

@@ -1,4 +1,4 @@
-"""The BabyAI bot playing TextMiniGrid (spec_004 §1.7): an oracle baseline.
+"""The BabyAI bot playing TextMiniGrid (docs/methods/metric-textminigrid.md#behavioral-difficulty): an oracle baseline.
 
 It reads ``env.oracle()`` (so reports label it ``uses_oracle``): the oracle runs a fresh BabyAI
 bot on a copy of the current level and returns the bot's action list; the agent sends it in

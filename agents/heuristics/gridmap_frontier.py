@@ -1,4 +1,4 @@
-"""Heuristic grid-map agents (spec_000 §1.8 item 6, §8 "heuristic agents for testing").
+"""Heuristic grid-map agents (docs/methods/metric-explore-exploit-error.md#target-set-and-cases item 6, docs/methods/metric-explore-exploit-error.md#per-step-labels "heuristic agents for testing").
 
 * :class:`FrontierAgent` ("frontier"): no LM and no oracle. It builds its own map from the
   observations (visited cells, the admissible moves seen there, the states found) and moves
@@ -6,7 +6,7 @@
   state (the goal first, when it is ready), or else to the nearest frontier cell. Ties break by
   the fixed direction order up, down, left, right. It relies on the env's documented coordinate
   convention (up = y+1, right = x+1).
-* :class:`OracleAgent` ("gridmap-oracle", ``uses_oracle = True``): the §1.8 zero-error sanity
+* :class:`OracleAgent` ("gridmap-oracle", ``uses_oracle = True``): the docs/methods/metric-explore-exploit-error.md#target-set-and-cases zero-error sanity
   agent. At the start of each no-progress segment it picks a target z ∈ T(t) nearest by true-map
   distance (ties: smallest cell) and follows a true shortest path to z until the next progress
   event; every step then reduces d(·, z) and no vertex repeats, so both errors are 0.
@@ -95,14 +95,14 @@ class FrontierAgent(BaseAgent):
         known.seen = len(episode.observations)
         pos = tuple(episode.obs.info["position"])
         move = first_move(pos, known.targets(), known.visited | known.passable)
-        if move is None:  # cannot happen before the goal (§1.8 item 2); stay legal anyway
+        if move is None:  # cannot happen before the goal (docs/methods/metric-explore-exploit-error.md#target-set-and-cases item 2); stay legal anyway
             legal = episode.env.legal_actions()
             move = legal[0] if legal else "up"
         return Decision(move, info={"targets": len(known.targets())})
 
 
 class OracleAgent(BaseAgent):
-    """The zero-error agent of spec_000 §1.8 item 6 (reads ``env.oracle()``)."""
+    """The zero-error agent of docs/methods/metric-explore-exploit-error.md#target-set-and-cases item 6 (reads ``env.oracle()``)."""
 
     name = "gridmap-oracle"
     kind = "heuristic"

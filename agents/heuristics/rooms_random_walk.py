@@ -1,11 +1,11 @@
-"""Random-walk baseline for Dark Treasure Rooms (spec_001 §2.9).
+"""Random-walk baseline for Dark Treasure Rooms (docs/methods/baselines.md#heuristic-agents).
 
 "Exploration without any prior information": at each step choose uniformly among the objects
 visible in the current room (doors and balls), under the same episode rules, for all E
 episodes of a run. It ignores the prompt, so one set of figures serves every instruction
 variant.
 
-Seeding (spec §3.2): run r of a suite has task seed r; the walk's generator is seeded from
+Seeding (docs/methods/metric-optimal-exploitation-gap.md#runs-and-aggregation): run r of a suite has task seed r; the walk's generator is seeded from
 (agent ``seed``, task seed, task id), so runs differ, and a rerun is identical.
 """
 

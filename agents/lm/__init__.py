@@ -1,6 +1,6 @@
 """clew.agents.lm: the LM interface and its backends (vllm, openai, hf, fake).
 
-``load_model("hf:PATH")`` builds a backend from a model spec string (DESIGN §2); the vllm backend
+``load_model("hf:PATH")`` builds a backend from a model spec string (docs/architecture.md#contracts); the vllm backend
 is imported only when a ``vllm:`` spec is loaded.
 """
 

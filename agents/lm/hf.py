@@ -1,4 +1,4 @@
-"""transformers backend: ``hf:PATH`` and ``hf:PATH+lora:ADAPTER`` (DESIGN §2 "Language models").
+"""transformers backend: ``hf:PATH`` and ``hf:PATH+lora:ADAPTER`` (docs/architecture.md#contracts "Language models").
 
 For small models, CPU runs and tests; GPU works too. Requests from every concurrent caller go to
 one worker thread, which gathers what arrives within ``batch_window`` seconds (up to
@@ -14,7 +14,7 @@ Semantics follow vLLM / OpenAI-compatible servers so the backends are interchang
 * sampling uses temperature and top-p only (top-k and repetition penalty are neutralised, not
   taken from the model's generation config);
 * a stop string ends a sample and is cut from its text; an EOS token ends it and is not shown;
-* usage (spec_002 §7.3): prompt tokens of the rendered prompt, counted once per request;
+* usage (docs/methods/rmcts.md#token-accounting): prompt tokens of the rendered prompt, counted once per request;
   completion tokens generated per sample, the EOS token included (as vLLM counts them).
 
 Decisions: a request with a ``seed`` and temperature > 0 is generated in a batch of its own under

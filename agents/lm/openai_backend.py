@@ -1,10 +1,10 @@
-"""OpenAI-compatible server backend: ``openai:http://host:8000/v1#MODEL`` (DESIGN §2).
+"""OpenAI-compatible server backend: ``openai:http://host:8000/v1#MODEL`` (docs/architecture.md#contracts).
 
 Talks to any server with ``/v1/chat/completions`` (vLLM's ``api_server``, SGLang, llama.cpp,
 ...) through ``openai.AsyncOpenAI``. Each request is one HTTP call with ``n`` samples, so the
-server processes the prompt once (spec_002 §0.4).
+server processes the prompt once (docs/methods/rmcts.md#roles-and-models).
 
-Failure handling ("Nothing lost, clear errors", DESIGN §5):
+Failure handling ("Nothing lost, clear errors", docs/architecture.md#principles-in-the-code):
 
 * at most ``max_concurrency`` requests in flight per model (a semaphore), so thousands of
   concurrent episode steps do not open thousands of connections;
@@ -21,7 +21,7 @@ Failure handling ("Nothing lost, clear errors", DESIGN §5):
   with its traceback on the first attempt.
 
 Usage: the server's ``usage`` (prompt tokens once, completion tokens over all ``n`` samples,
-spec_002 §7.3). Decision: the server reports one completion-token total per request; it is split
+docs/methods/rmcts.md#token-accounting). Decision: the server reports one completion-token total per request; it is split
 evenly over the samples (the first ones get the remainder), which keeps every per-request and
 per-role total exact.
 

@@ -1,4 +1,4 @@
-"""Model spec strings and ``load_model`` (DESIGN §2 "Language models").
+"""Model spec strings and ``load_model`` (docs/architecture.md#contracts "Language models").
 
 A model is named by one string, the same in configs, on the command line and in run records:
 

@@ -1,4 +1,4 @@
-"""Tiny language models built locally, so tests and the demo never download weights (DESIGN §6).
+"""Tiny language models built locally, so tests and the demo never download weights (docs/architecture.md#tests-and-benchmarks).
 
 ``build_tiny_model(path)`` trains a byte-level BPE on a small built-in corpus, wraps it as a fast
 tokenizer with a ChatML chat template (assistant turns marked with ``{% generation %}`` so TRL's
@@ -7,7 +7,7 @@ tokenizer with a ChatML chat template (assistant turns marked with ``{% generati
 with ``AutoTokenizer`` / ``AutoModelForCausalLM`` and with vLLM.
 
 A Llama config, not Qwen2: with ``model_type: qwen2`` ``AutoTokenizer`` swaps in Qwen2's tokenizer
-class and changes token ids (STACK.md).
+class and changes token ids (docs/scale-out.md#vllms-cpu-build-what-the-tests-rely-on).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""In-process vLLM backend: ``vllm:MODEL`` and ``vllm:PATH+lora:ADAPTER`` (DESIGN §2).
+"""In-process vLLM backend: ``vllm:MODEL`` and ``vllm:PATH+lora:ADAPTER`` (docs/architecture.md#contracts).
 
 One ``AsyncLLM`` engine (vLLM's V1 async engine) serves every concurrent caller: requests are
 added as they come and vLLM's scheduler batches them continuously, so thousands of concurrent

@@ -1,13 +1,13 @@
-"""GridMapEnv: the partially observed grid map with a hidden task DAG (spec_000 §1, §3.2–3.3).
+"""GridMapEnv: the partially observed grid map with a hidden task DAG (docs/methods/envs.md#grid-map-with-task-dag).
 
-One action = one move = one step. On arrival at a cell the env applies the §1.3 order: mark the
+One action = one move = one step. On arrival at a cell the env applies the docs/methods/envs.md#grid-map-with-task-dag order: mark the
 cell observed; a node here that was undiscovered becomes discovered; an unachieved node whose
 prerequisites hold becomes achieved. The episode succeeds when the goal is achieved and fails
 when the hidden budget B = α·|M| is used up.
 
-Decisions taken (spec_000 §7):
+Decisions taken (docs/methods/metric-explore-exploit-error.md#decisions):
 
-* D6 / §3.3 invalid actions (unparsable text, unknown word, blocked direction): the agent stays
+* D6 / docs/methods/envs.md#grid-map-with-task-dag invalid actions (unparsable text, unknown word, blocked direction): the agent stays
   put and the step is consumed (``invalid_policy="stay_and_count"``, the default); the next
   observation starts with "Invalid action '<raw>'; you did not move." and then repeats the
   previous cell message with the new step count. ``invalid_policy="retry_without_step"`` does
@@ -18,7 +18,7 @@ Decisions taken (spec_000 §7):
 * D10 / D12 goal identity: the goal's name is tagged "(goal)" wherever it appears; hints list
   the node's children plainly ("It leads to: ...") and its parents in the prerequisite text;
   locations are never revealed.
-* Action parsing (§3.1, §3.3): the last ``{"action": ...}`` object whose value is a direction
+* Action parsing (docs/methods/envs.md#grid-map-with-task-dag, docs/methods/envs.md#grid-map-with-task-dag): the last ``{"action": ...}`` object whose value is a direction
   wins; then ``action: <dir>`` written loosely; then a reply that is just a direction word
   (quotes, code fences, punctuation and case ignored); then prose that names exactly one
   direction, or whose last "move/go/head <dir>" phrase names one. Anything else is unparsable.
@@ -135,7 +135,7 @@ class GridState:
 
 
 class GridMapEnv(Env):
-    """spec_000's environment. Options: ``step_counter``, ``invalid_policy``, ``max_retries``."""
+    """docs/methods/envs.md#grid-map-with-task-dag environment. Options: ``step_counter``, ``invalid_policy``, ``max_retries``."""
 
     name = "gridmap"
     flags = EnvFlags(deterministic=True, supports_backtrack=True,
@@ -306,7 +306,7 @@ class GridMapEnv(Env):
         return f"{name} (goal)" if name == self.instance.goal else name
 
     def _arrive(self, cell: Cell) -> str:
-        """§1.3 arrival processing; returns the cell message of §3.2."""
+        """docs/methods/envs.md#grid-map-with-task-dag arrival processing; returns the cell message of docs/methods/envs.md#grid-map-with-task-dag."""
         st, inst = self.state, self.instance
         st.observed.add(cell)
         name = inst.node_at.get(cell)
@@ -383,7 +383,7 @@ class GridMapEnv(Env):
 
 
 def prereq_text(options: tuple[tuple[str, ...], ...] | list[list[str]], name=lambda s: s) -> str:
-    """The §3.2 wording of a DNF precondition (``name`` decorates each node name)."""
+    """The docs/methods/envs.md#grid-map-with-task-dag wording of a DNF precondition (``name`` decorates each node name)."""
     opts = [[name(p) for p in o] for o in options]
     if not opts:
         return "nothing"
@@ -417,7 +417,7 @@ class GridMapOracle:
 
     @property
     def unobserved(self) -> set[Cell]:
-        """U(t): admissible neighbours of observed cells that are not observed (§1.2)."""
+        """U(t): admissible neighbours of observed cells that are not observed (docs/methods/metric-explore-exploit-error.md#cell-states)."""
         adj = self.instance.adj
         return {n for c in self.observed for n in adj[c] if n not in self.observed}
 

@@ -1,4 +1,4 @@
-"""Instance generator: exploration level × task-DAG level (spec_000 §2, decisions D11, D13–D18).
+"""Instance generator: exploration level × task-DAG level (docs/methods/envs.md#grid-map-with-task-dag, decisions D11, D13–D18).
 
 ``generate_task(params, seed)`` is a pure function: the same (params, seed) gives the same task
 on every platform. It draws from three independent sub-streams (DAG, names, layout), each a
@@ -7,7 +7,7 @@ on every platform. It draws from three independent sub-streams (DAG, names, layo
 (seed, dag_level, exploration_level): a seed gives the same DAG and names on the three map
 types of a DAG level (a controlled comparison), and a different map for every configuration.
 
-Decisions taken (spec_000 §7):
+Decisions taken (docs/methods/metric-explore-exploit-error.md#decisions):
 
 * D13 layers: sizes drawn one after another, uniform over 1..min(3, remaining); the goal alone in
   a final layer.
@@ -45,7 +45,7 @@ Decisions taken (spec_000 §7):
 * D17 start and node cells: uniform random distinct cells; ``min_spacing`` (Manhattan distance
   between any two of start and nodes, default 0 = none) is an option, by rejection sampling.
 * D18 presets: exploration_level high/medium/low ↔ (ρ, widths) = (0.10, {2,3}), (0.25, {1,2,3}),
-  (0.40, {1}); dag_level easy/medium/hard ↔ 4/6/8 nodes with the §2.1 probabilities. The paper's
+  (0.40, {1}); dag_level easy/medium/hard ↔ 4/6/8 nodes with the docs/methods/envs.md#grid-map-with-task-dag probabilities. The paper's
   other names are accepted (dag "small"/"large"; ``exploitation_demand`` low/medium/high).
 * Parent weights exp(−β·((D−1)−d)) are rounded to 12 significant digits so that a last-ulp
   difference between platforms' ``exp`` cannot change a draw.
@@ -64,7 +64,7 @@ from clew.envs.gridmap.instance import Cell, Instance, bfs, build_instance
 GENERATOR_VERSION = 2
 GENERATOR_VERSIONS = (1, 2)
 
-#: dag_level -> node count (goal included) and the §2.1 probability tables, as [value, p] pairs.
+#: dag_level -> node count (goal included) and the docs/methods/envs.md#grid-map-with-task-dag probability tables, as [value, p] pairs.
 DAG_PRESETS: dict[str, dict[str, Any]] = {
     "easy": {"num_nodes": 4, "option_count_probs": [[1, 1.0]],
              "dependency_count_probs": [[1, 0.5], [2, 0.5]],
@@ -183,7 +183,7 @@ def _check_presets(p: dict[str, Any]) -> None:
 
 
 def generate_instance(params: dict[str, Any], seed: int) -> Instance:
-    """spec_000 §2.3: DAG, names, grid size, placement, carving; B = alpha·|M|."""
+    """docs/methods/envs.md#grid-map-with-task-dag: DAG, names, grid size, placement, carving; B = alpha·|M|."""
     p = resolve_presets(params)
     n_nodes = p["num_nodes"]
     # The stream names keep their version-1 spelling in every version: a later version differs
@@ -241,7 +241,7 @@ def _weight(beta: float, gap: int) -> float:
 
 
 def sample_dag(rng: random.Random, p: dict[str, Any]) -> tuple[list[list[list[int]]], int]:
-    """Layers, DNF prerequisites and repair (§2.3 steps 1–3). Node ids: layers first, goal last."""
+    """Layers, DNF prerequisites and repair (docs/methods/envs.md#grid-map-with-task-dag steps 1–3). Node ids: layers first, goal last."""
     n_nodes, beta, max_layer = p["num_nodes"], float(p["beta"]), p["max_layer_size"]
     layers: list[list[int]] = []
     remaining, next_id = n_nodes - 1, 0

@@ -1,10 +1,10 @@
-"""One grid-map + task-DAG instance: the map, the DAG, the budget (spec_000 §1.1–1.5, §8).
+"""One grid-map + task-DAG instance: the map, the DAG, the budget (docs/methods/envs.md#grid-map-with-task-dag).
 
 An :class:`Instance` is plain, frozen data. It converts to and from the ``params`` dict of a
 :class:`~clew.envs.base.Task` (``to_params`` / ``from_params``), so a task file carries the whole
 generated instance and never depends on re-running the generator.
 
-Conventions (spec_000 §1.1): cells are integer pairs ``(x, y)``; ``up = y+1``, ``down = y-1``,
+Conventions (docs/methods/envs.md#grid-map-with-task-dag): cells are integer pairs ``(x, y)``; ``up = y+1``, ``down = y-1``,
 ``left = x-1``, ``right = x+1`` (y grows upward). ``cells`` is the traversable set M; box cells
 outside M are obstacles. Preconditions are DNF (D9): ``options`` is a tuple of option sets, each
 a tuple of parent names; ``()`` means primitive. The DAG rules shared by the env and the metric
@@ -51,7 +51,7 @@ class Node:
 
 
 def prec(node: Node, achieved: Mapping[str, Any] | set[str]) -> bool:
-    """Eq. 4 in DNF form: primitive, or some option set fully achieved (spec_000 §1.3).
+    """Eq. 4 in DNF form: primitive, or some option set fully achieved (docs/methods/envs.md#grid-map-with-task-dag).
 
     ``achieved`` is anything supporting ``in`` over achieved node names.
     """
@@ -61,7 +61,7 @@ def prec(node: Node, achieved: Mapping[str, Any] | set[str]) -> bool:
 
 
 class Distances:
-    """True-map BFS geodesics d(a, b) inside M (spec_000 §1.1, D4), one table per source, lazily."""
+    """True-map BFS geodesics d(a, b) inside M (docs/methods/envs.md#grid-map-with-task-dag, D4), one table per source, lazily."""
 
     def __init__(self, cells: frozenset[Cell]):
         self.cells = cells
@@ -94,7 +94,7 @@ def bfs(cells: frozenset[Cell] | set[Cell], src: Cell) -> dict[Cell, int]:
 
 @dataclass(frozen=True)
 class Instance:
-    """The full ground truth of one episode (spec_000 §8 "Instance JSON")."""
+    """The full ground truth of one episode (docs/methods/metric-explore-exploit-error.md#per-step-labels "Instance JSON")."""
 
     width: int
     height: int
@@ -275,7 +275,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def validate(inst: Instance) -> None:
-    """Check every structural promise of spec_000 §1.1–1.3; raise ValueError naming the field."""
+    """Check every structural promise of docs/methods/envs.md#grid-map-with-task-dag; raise ValueError naming the field."""
     where = "gridmap instance"
     if inst.width < 1 or inst.height < 1:
         raise ValueError(f"{where}: width and height must be positive")

@@ -1,15 +1,15 @@
-"""System prompts (spec_000 §3.1) and the structured-memory harness (§3.5) of the grid map.
+"""System prompts (docs/methods/envs.md#grid-map-with-task-dag) and the structured-memory harness (docs/methods/envs.md#grid-map-with-task-dag) of the grid map.
 
 A prompt set is named by up to three tokens joined by '-' (or '+'): a mode ``default`` |
 ``reasoning``, a type ``base`` | ``balance`` | ``exploration`` | ``exploitation``, and optionally
 ``harness``. Examples: ``default`` (= default-base), ``reasoning-balance``, ``default-harness``.
 The paper's eight prompt sets are :data:`PROMPT_SETS`.
 
-Decisions taken (spec_000 §7):
+Decisions taken (docs/methods/metric-explore-exploit-error.md#decisions):
 
 * D20 "default" asks for the JSON object only; "reasoning" asks for a short reasoning passage
   before the JSON object (native thinking is the LM backend's setting, not this text's).
-* §3.5 harness system prompt = the prompt plus one statement about the per-turn summary.
+* docs/methods/envs.md#grid-map-with-task-dag harness system prompt = the prompt plus one statement about the per-turn summary.
 * D23 the coordinate line states a direction's mapping only after that direction was taken and
   moved the agent. The summary's cell lists use the env's fixed convention.
 * D24 known impassable cells: every non-admissible neighbour of a visited cell, including
@@ -102,12 +102,12 @@ def task_description(variant: str = "default") -> str:
 
 
 def instructions(variant: str = "default") -> str:
-    """System prompt: environment description, strategy sentence, action format (§3.1)."""
+    """System prompt: environment description, strategy sentence, action format (docs/methods/envs.md#grid-map-with-task-dag)."""
     mode, _, _ = parse_variant(variant)
     return f"{task_description(variant)}\n\n{ACTION_FORMAT} {MODE_TEXT[mode]}"
 
 
-# --- harness (§3.5) ----------------------------------------------------------------------------
+# --- harness (docs/methods/envs.md#grid-map-with-task-dag) ----------------------------------------------------------------------------
 def _fmt(cell: Cell) -> str:
     return f"[{cell[0]}, {cell[1]}]"
 
@@ -118,7 +118,7 @@ def _cells(cells: set[Cell]) -> str:
 
 def harness_summary(observations: Sequence[Observation | dict[str, Any]],
                     actions: Sequence[str] = ()) -> str:
-    """The rule-based memory summary of §3.5, built only from past observations and actions.
+    """The rule-based memory summary of docs/methods/envs.md#grid-map-with-task-dag, built only from past observations and actions.
 
     ``observations[i+1]`` is the observation after ``actions[i]``; observations may be
     :class:`Observation` objects or their ``info`` dicts.

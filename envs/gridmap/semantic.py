@@ -1,14 +1,14 @@
-"""The semantic (pasta-cooking) variant, maps custom-201…204, and their symbolic twins (spec_000 §4).
+"""The semantic (pasta-cooking) variant, maps custom-201…204, and their symbolic twins (docs/methods/envs.md#grid-map-with-task-dag).
 
 The paper does not publish these maps (D28), so they are reconstructed here: four hand-drawn
-10×9 grids with 60–90 passable cells and the four cooking DAGs of §4 (203 has an OR node).
+10×9 grids with 60–90 passable cells and the four cooking DAGs of docs/methods/envs.md#grid-map-with-task-dag (203 has an OR node).
 Each map exists twice with identical geometry, DAG and start: ``semantic`` uses the cooking
 names, ``symbolic`` one fixed set of random 4-character tokens per map (D11 rule, drawn from a
 stream seeded by the map id). Semantically related items are placed far apart in 201 (sauce vs
 cheese), 203 (the two cheeses; pasta vs sauce) and 204 (garlic vs olive oil), to probe the
 co-location prior the paper warns about.
 
-Decision: 204's DAG as §4 lists it has 9 nodes (one more than §4's "5–8"); we keep the listed
+Decision: 204's DAG as docs/methods/envs.md#grid-map-with-task-dag lists it has 9 nodes (one more than docs/methods/envs.md#grid-map-with-task-dag's "5–8"); we keep the listed
 DAG. In the maps, '#' is a wall, 'S' the start, '.' open, and a letter a task node.
 """
 
@@ -140,7 +140,7 @@ def cooking_instance(map_id: int, variant: str = "semantic") -> Instance:
 
 def cooking_task(map_id: int, variant: str = "semantic", seed: int = 0,
                  split: str = "test") -> Task:
-    """A task of the semantic experiment; ``seed`` does not change the map (§2.4)."""
+    """A task of the semantic experiment; ``seed`` does not change the map (docs/methods/envs.md#grid-map-with-task-dag)."""
     inst = cooking_instance(map_id, variant)
     return Task(env="gridmap", params=inst.to_params(), seed=seed,
                 id=f"gridmap-custom{map_id}-{variant}-s{seed}", split=split)

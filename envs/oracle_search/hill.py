@@ -1,18 +1,18 @@
-"""HillSearch (spec_003 §2.1): find the tall, narrow needle among Gaussian decoys on [0, 10].
+"""HillSearch (docs/methods/envs.md#hillsearch): find the tall, narrow needle among Gaussian decoys on [0, 10].
 
 ``f(x) = Σ h·exp(−(x − c)² / D)`` with ``D = w`` (the paper's literal formula) or ``D = 2w``.
-[D §7.1] ``denominator`` is a task parameter, default ``"2w"``: only that reading reproduces the
+docs/methods/metric-best-found.md#decisions ``denominator`` is a task parameter, default ``"2w"``: only that reading reproduces the
 paper's own baseline figures; ``"w"`` is available for the literal formula.
 
 Decisions recorded here:
-* [D §2.1.2] the needle's odd fine-grid index is drawn uniformly; decoy heights uniform on
+* docs/methods/envs.md#hillsearch the needle's odd fine-grid index is drawn uniformly; decoy heights uniform on
   {1..5}; random draws in the order: per decoy (centre jitter, height), then the needle (index,
   jitter).
-* [D §2.1.3/§7.2] the fixed instances H-B2 and H-E3 are used verbatim; H-E3's missing seventh
+* [D, docs/methods/envs.md#hillsearch] the fixed instances H-B2 and H-E3 are used verbatim; H-E3's missing seventh
   width is 0.1.
-* [D §2.1.4] a query is a real x in [0, 10]; NaN, infinities and out-of-range values are invalid;
+* docs/methods/envs.md#hillsearch a query is a real x in [0, 10]; NaN, infinities and out-of-range values are invalid;
   values are printed with 4 decimals; repeats are allowed and cost budget.
-* [D §2.1.5] the optimum: f on a grid whose step is a tenth of the narrowest hill's standard
+* docs/methods/metric-best-found.md#optimum-per-family the optimum: f on a grid whose step is a tenth of the narrowest hill's standard
   deviation (at most 1e-3), all grid local maxima and hill centres as candidates, each refined by
   golden-section search within ±1 grid step; cached per instance.
 """
@@ -42,7 +42,7 @@ DENOMINATORS = {"w": 1.0, "2w": 2.0}
 _X = re.compile(r"\bx\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", re.IGNORECASE)
 Hill = tuple[float, float, float]  # (centre c, width w, height h)
 
-# §2.1.3: the paper's explicit instances (decoys first, needle last).
+# docs/methods/envs.md#hillsearch: the paper's explicit instances (decoys first, needle last).
 H_B2: list[Hill] = [
     (1.33, 0.1, 1), (2.77, 0.2, 5), (4.01, 0.1, 2), (5.31, 0.1, 1), (6.45, 0.1, 2),
     (7.82, 0.2, 3), (8.95, 0.1, 4), (1.3, 0.01, 20),
@@ -64,7 +64,7 @@ DEFAULTS: dict[str, Any] = {
 # --- the hidden function ------------------------------------------------------------------------
 
 def hill_value(x: float, hills: list[Hill], denominator: str = "2w") -> float:
-    """f(x), the sum of all hills (§2.1.1)."""
+    """f(x), the sum of all hills (docs/methods/envs.md#hillsearch)."""
     d = DENOMINATORS[denominator]
     return float(sum(h * math.exp(-((x - c) ** 2) / (d * w)) for c, w, h in hills))
 
@@ -78,7 +78,7 @@ def hill_values(xs: np.ndarray, hills: list[Hill], denominator: str = "2w") -> n
 
 
 def hill_optimum(hills: list[Hill], denominator: str = "2w") -> tuple[float, float]:
-    """(argmax x, max f) over [0, 10] (§2.1.5), cached per instance."""
+    """(argmax x, max f) over [0, 10] (docs/methods/metric-best-found.md#optimum-per-family), cached per instance."""
     key = tuple((float(c), float(w), float(h)) for c, w, h in hills)
     return _optimum(key, denominator)
 
@@ -210,7 +210,7 @@ def _check_hills(hills: list[Hill]) -> None:
 # --- the environment ----------------------------------------------------------------------------
 
 class HillSearchEnv(OracleSearchEnv):
-    """§2.1.4: query a real x in [0, 10], receive f(x); score max f(x) / max f."""
+    """docs/methods/envs.md#hillsearch: query a real x in [0, 10], receive f(x); score max f(x) / max f."""
 
     name = "hillsearch"
     family = "hill"

@@ -1,4 +1,4 @@
-"""MaxSatSearch (spec_003 §2.3): a hidden weighted set of AND-clauses with one heavy gold clause.
+"""MaxSatSearch (docs/methods/envs.md#maxsatsearch): a hidden weighted set of AND-clauses with one heavy gold clause.
 
 A clause is satisfied iff *all* its literals are true (not CNF). The planted assignment x*
 satisfies every clause, so OPT = m (clauses counted with multiplicity; the gold clause weighs
@@ -6,13 +6,13 @@ satisfies every clause, so OPT = m (clauses counted with multiplicity; the gold 
 assignments finds it.
 
 Decisions recorded here:
-* [D §2.3.2/§7.5] random draws in order: x* bit by bit (x0 first), the gold variables (a uniform
+* [D, docs/methods/envs.md#maxsatsearch] random draws in order: x* bit by bit (x0 first), the gold variables (a uniform
   ``k_gold``-subset), then each of the ``m − w_gold`` other clauses as ``k_other`` distinct
   variables drawn uniformly from the non-gold ones; duplicate clauses are allowed.
-* [D §2.3.4] a query is a full assignment; missing, unknown or non-0/1 variables are invalid.
+* docs/methods/envs.md#maxsatsearch a query is a full assignment; missing, unknown or non-0/1 variables are invalid.
   Keys are read case-insensitively and ``x_3`` is read as ``x3``; the canonical action is the
   bitstring ``bits=b0b1...`` with x0 leftmost (also accepted as input).
-* [D §2.3.3] the paper lists no clauses: the fixed instances are generated from published seeds
+* docs/methods/envs.md#maxsatsearch the paper lists no clauses: the fixed instances are generated from published seeds
   (see ``clew.envs.oracle_search.suites``).
 """
 
@@ -38,7 +38,7 @@ Clause = list[tuple[int, int]]  # (variable, required value)
 DEFAULTS: dict[str, Any] = {"n": 15, "m": 120, "k_gold": 4, "k_other": 2, "w_gold": 80,
                             "budget": 48}
 
-#: §2.3.3 the paper's instances
+#: docs/methods/envs.md#maxsatsearch the paper's instances
 _BITS = re.compile(r"\bbits\s*[=:]\s*\"?([01]+)\b", re.IGNORECASE)
 
 FIXED = {
@@ -110,7 +110,7 @@ def generate_task(params: dict[str, Any], seed: int = 0) -> Task:
 
 
 class MaxSatSearchEnv(OracleSearchEnv):
-    """§2.3.4: query a full 0/1 assignment; receive the weight of the satisfied clauses."""
+    """docs/methods/envs.md#maxsatsearch: query a full 0/1 assignment; receive the weight of the satisfied clauses."""
 
     name = "maxsatsearch"
     family = "maxsat"

@@ -1,13 +1,13 @@
-"""Task texts of HillSearch, TreeSearch and MaxSatSearch (spec_003 §3.2–§3.5, §5.3).
+"""Task texts of HillSearch, TreeSearch and MaxSatSearch (docs/methods/envs.md#query-protocol, docs/methods/interventions.md#summary-hand-off).
 
-The wording paraphrases the paper's prompts (Figures 5–7) as the spec does; every listed item and
+The wording paraphrases the paper's prompts (Figures 5–7) as the method page describes; every listed item and
 the exact JSON keys are kept. Functions here are pure text builders over plain data, so the envs,
 the hand-off wrapper and tests share one copy of every message.
 
 Decisions recorded here:
-* [D §7.5] MaxSat system prompt: clause count ``c = m`` (multiplicity-counted) and
+* docs/methods/envs.md#maxsatsearch MaxSat system prompt: clause count ``c = m`` (multiplicity-counted) and
   ``l = max(k_gold, k_other)``.
-* [D §3.5] JSON schemas: a free-text ``reason`` before the ``query`` object, no numeric bounds on
+* docs/methods/envs.md#query-protocol JSON schemas: a free-text ``reason`` before the ``query`` object, no numeric bounds on
   ``x`` (checked semantically by the env).
 * The STOP action that wrappers use (see ``protocol.STOP``) is deliberately not announced: the
   paper's protocol has no final-answer or stop step.
@@ -107,7 +107,7 @@ def tree_system() -> str:
 
 
 def maxsat_system(n: int, m: int, max_literals: int) -> str:
-    """§3.4 with c = m and l = max(k_gold, k_other) [D §7.5]."""
+    """docs/methods/envs.md#query-protocol with c = m and l = max(k_gold, k_other) docs/methods/envs.md#maxsatsearch."""
     if n >= 3:
         example = f'{{"x0": 0, "x1": 1, ..., "x{n - 1}": 0}}'
     else:
@@ -145,7 +145,7 @@ def format_x(x: float) -> str:
 
 
 def format_hill_value(y: float) -> str:
-    """[D §2.1.4] values are printed with 4 decimals."""
+    """docs/methods/envs.md#hillsearch values are printed with 4 decimals."""
     return f"{y:.4f}"
 
 
@@ -158,7 +158,7 @@ def hill_feedback(x: float, y: float, left: int) -> str:
 
 
 def tree_feedback(node: int, value: int, left: int, new: list[int], available: list[int]) -> str:
-    """§3.3: children just opened, or (for a leaf) every queryable node, most recent first."""
+    """docs/methods/envs.md#query-protocol: children just opened, or (for a leaf) every queryable node, most recent first."""
     head = f"Node {node} has value {value}. Queries left: {left}."
     if new:
         return (f"{head} Newly queryable because of this query: {format_ids(new)}.\n"
@@ -172,15 +172,15 @@ def maxsat_feedback(score: int, left: int) -> str:
 
 
 def invalid_feedback(message: str) -> str:
-    """§3.6 the informative error message of a 'loud' retry."""
+    """docs/methods/envs.md#query-protocol the informative error message of a 'loud' retry."""
     return f"Invalid query: {message}. Please try again."
 
 
-# --- hand-off messages (§5.3) -------------------------------------------------------------------
+# --- hand-off messages (docs/methods/interventions.md#summary-hand-off) -------------------------------------------------------------------
 
 def hill_handoff(history: list[tuple[float, float]], q_left: int, gap_min: float = 0.5,
                  max_gaps: int = 10, fallback_gaps: int = 3) -> str:
-    """§5.3 HillSearch hand-off: data sorted by x, unexplored stretches, reflection questions.
+    """docs/methods/interventions.md#summary-hand-off HillSearch hand-off: data sorted by x, unexplored stretches, reflection questions.
 
     Gap rule [D]: distinct queried x plus the endpoints 0 and 10; every interval of length
     >= 0.5 (the baseline window), largest first, at most 10; if none qualifies, the 3 largest.
@@ -211,7 +211,7 @@ def hill_handoff(history: list[tuple[float, float]], q_left: int, gap_min: float
 
 def hill_gaps(xs: list[float], gap_min: float = 0.5, max_gaps: int = 10,
               fallback_gaps: int = 3) -> list[tuple[float, float]]:
-    """Unqueried intervals of [0, 10] for the hand-off (§5.3 gap rule), largest first."""
+    """Unqueried intervals of [0, 10] for the hand-off (docs/methods/interventions.md#summary-hand-off gap rule), largest first."""
     points = sorted({0.0, 10.0, *(min(10.0, max(0.0, x)) for x in xs)})
     gaps = list(itertools.pairwise(points))
     gaps.sort(key=lambda g: (-(g[1] - g[0]), g[0]))
@@ -222,7 +222,7 @@ def hill_gaps(xs: list[float], gap_min: float = 0.5, max_gaps: int = 10,
 def tree_handoff(history: list[tuple[int, int]], best: tuple[int, int],
                  frontier_by_height: list[tuple[int, list[int]]], q_left: int,
                  graph_text: str | None = None) -> str:
-    """§5.3 TreeSearch hand-off; ``frontier_by_height`` is already shuffled inside each height."""
+    """docs/methods/interventions.md#summary-hand-off TreeSearch hand-off; ``frontier_by_height`` is already shuffled inside each height."""
     lines = [
         "### MISSION HAND-OFF ###",
         (f"A previous agent used {len(history)} queries on the graph and was then stopped. "
@@ -246,7 +246,7 @@ def tree_handoff(history: list[tuple[int, int]], best: tuple[int, int],
 
 
 def maxsat_handoff(history: list[tuple[str, int]], n: int, q_left: int, top: int = 5) -> str:
-    """§5.3 MaxSatSearch hand-off with the coverage counts [D: 5 variables each way]."""
+    """docs/methods/interventions.md#summary-hand-off MaxSatSearch hand-off with the coverage counts [D: 5 variables each way]."""
     t = len(history)
     best_bits, best_score = "", 0
     if history:  # first occurrence of the maximum (ties: earliest query)
@@ -274,7 +274,7 @@ def maxsat_handoff(history: list[tuple[str, int]], n: int, q_left: int, top: int
     return "\n".join(lines)
 
 
-# --- structured output (§3.5) -------------------------------------------------------------------
+# --- structured output (docs/methods/envs.md#query-protocol) -------------------------------------------------------------------
 
 def response_schema(query_properties: dict[str, Any]) -> dict[str, Any]:
     """The JSON schema of one answer: ``reason`` first (a chain-of-thought slot), then ``query``."""

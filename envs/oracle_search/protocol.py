@@ -1,28 +1,28 @@
 """The budgeted query/feedback protocol shared by HillSearch, TreeSearch and MaxSatSearch.
 
-spec_003 §1 and §3: a hidden, static instance; each *valid* query returns a deterministic value
+docs/methods/metric-best-found.md: a hidden, static instance; each *valid* query returns a deterministic value
 and uses one unit of the budget N; the episode's score is the best value seen divided by the
-instance's optimum (§1.2). Families subclass :class:`OracleSearchEnv` and supply parsing,
+instance's optimum (docs/methods/metric-best-found.md#normalised-reward). Families subclass :class:`OracleSearchEnv` and supply parsing,
 validation, evaluation and texts.
 
-Validity and retries (§3.6). Invalid attempts (unparsable text, x outside [0, 10], a node that is
+Validity and retries (docs/methods/envs.md#query-protocol). Invalid attempts (unparsable text, x outside [0, 10], a node that is
 not adjacent, a missing variable, ...) never use budget. The env counts them for the whole
 episode: attempts 1..20 are *silent* retries (``step.info["retry"] == "silent"``: a chat agent
-implementing §3.6 discards its response and resamples from the same context), attempts 21..25
+implementing docs/methods/envs.md#query-protocol discards its response and resamples from the same context), attempts 21..25
 are *loud* (``"loud"``: the observation text is the error message to append as a user turn), and
 attempt 26 ends the episode (``ended == "retries"``). Both limits are task parameters
 (``params["protocol"] = {"silent_retries": 20, "loud_retries": 5}``) so that replaying the actions
 (metrics, ``clew score``) reproduces the episode exactly. The observation text of every invalid
-step carries the explanation (clew's env contract); only the ``retry`` flag says whether §3.6
-shows it to the model. The runner's invalid-streak stop rule (spec_002 §0.5, default 3) would cut
+step carries the explanation (clew's env contract); only the ``retry`` flag says whether docs/methods/envs.md#query-protocol
+shows it to the model. The runner's invalid-streak stop rule (docs/methods/envs.md#episode-rules, default 3) would cut
 the 20 silent retries short: run these envs with ``max_invalid_streak=None``
 (class attribute :attr:`OracleSearchEnv.max_invalid_streak` says so).
 
-Actions. ``step`` accepts a model's raw answer: the §3.5 JSON (``{"reason": ..., "query": {...}}``)
+Actions. ``step`` accepts a model's raw answer: the docs/methods/envs.md#query-protocol JSON (``{"reason": ..., "query": {...}}``)
 anywhere in prose or code fences, keys in any case, or the canonical text the env itself writes
 (``x=1.3``, ``node=17``, ``bits=0101...``). [D] A response truncated after a complete ``query``
 object is accepted (its query is unambiguous); truncated before it, it is invalid.
-``stop`` (canonical ``STOP``) ends the episode early with the best value so far (§7.6 "score of an
+``stop`` (canonical ``STOP``) ends the episode early with the best value so far (docs/methods/metric-best-found.md#decisions "score of an
 early-terminated episode"); it is not announced to models and exists for wrappers such as the
 parallel-threads intervention that finish before the budget is spent.
 
@@ -30,7 +30,7 @@ Rewards. ``Step.reward`` is the increase of the normalised best-found value, so 
 episode equals its normalised reward r = R / OPT at every point, and ``grade()`` is r.
 
 Flags: queries cannot be taken back (no backtrack), the outcome is graded at the end, and a
-simulated query would reveal hidden values, so simulation is charged (spec_002 §0.3, §6.10).
+simulated query would reveal hidden values, so simulation is charged (docs/methods/envs.md#env-capabilities).
 
 Randomness. Only the *order* of id lists (TreeSearch) is random. Each shuffle uses a
 ``random.Random`` derived from (env ``seed`` option, task seed, step, purpose), so shuffles are a
@@ -63,8 +63,8 @@ class SearchState:
 
     steps: int = 0                     # valid queries used: the budget clock
     history: list[tuple[Any, float]] = field(default_factory=list)  # (query, exact value)
-    best: float = 0.0                  # all values are >= 0; nothing queried scores 0 (§3.6)
-    invalid: int = 0                   # invalid attempts so far (§3.6 counters)
+    best: float = 0.0                  # all values are >= 0; nothing queried scores 0 (docs/methods/envs.md#query-protocol)
+    invalid: int = 0                   # invalid attempts so far (docs/methods/envs.md#query-protocol counters)
     done: bool = False
     ended: str = ""                    # "budget" | "retries" | "stop"
     obs: Observation = field(default_factory=lambda: Observation(""))
@@ -72,7 +72,7 @@ class SearchState:
 
 
 class OracleSearchEnv(Env):
-    """Base of the three query-budget envs (spec_003 §1.4 interface mapped onto clew's Env).
+    """Base of the three query-budget envs (docs/methods/envs.md#oracle-search-tasks interface mapped onto clew's Env).
 
     Subclasses implement: ``_load(task)``, ``_parse(text) -> (query | None, error)``,
     ``_validate(query) -> error | None``, ``_evaluate(query) -> float``, ``_canon(query) -> str``,
@@ -83,7 +83,7 @@ class OracleSearchEnv(Env):
     flags: ClassVar[EnvFlags] = EnvFlags(
         deterministic=True, supports_backtrack=False, outcome_mode="graded_at_end",
         simulation_mode="charged", repeat_rule_applies=False)
-    #: the runner's invalid-streak rule must be off: §3.6 allows 20 silent + 5 loud retries
+    #: the runner's invalid-streak rule must be off: docs/methods/envs.md#query-protocol allows 20 silent + 5 loud retries
     max_invalid_streak: ClassVar[int | None] = None
 
     def __init__(self, seed: int = 0, handoff_include_graph: bool = False):
@@ -211,7 +211,7 @@ class OracleSearchEnv(Env):
         return [(q, self._shown(v)) for q, v in self.state.history]
 
     def grade(self) -> float:
-        """Normalised best-found reward r = R / OPT (§1.2)."""
+        """Normalised best-found reward r = R / OPT (docs/methods/metric-best-found.md#normalised-reward)."""
         opt = self.optimum
         return self.state.best / opt if opt > 0 else 0.0
 
@@ -237,11 +237,11 @@ class OracleSearchEnv(Env):
         return False
 
     def response_schema(self) -> dict[str, Any]:  # pragma: no cover - abstract
-        """The §3.5 JSON schema for structured output."""
+        """The docs/methods/envs.md#query-protocol JSON schema for structured output."""
         raise NotImplementedError
 
     def handoff_message(self) -> str:  # pragma: no cover - abstract
-        """The §5.3 templated hand-off built from the whole episode log."""
+        """The docs/methods/interventions.md#summary-hand-off templated hand-off built from the whole episode log."""
         raise NotImplementedError
 
     def copy(self) -> OracleSearchEnv:
@@ -270,7 +270,7 @@ def lower_keys(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def find_query(text: str, looks_like_query) -> dict[str, Any] | None:
-    """The query object of a §3.5 answer: the last ``"query"`` object, else the last object that
+    """The query object of a docs/methods/envs.md#query-protocol answer: the last ``"query"`` object, else the last object that
     ``looks_like_query`` accepts (a bare query object)."""
     objs = [lower_keys(o) for o in json_objects(text)]
     for obj in reversed(objs):
@@ -312,7 +312,7 @@ def as_number(value: Any) -> float | None:
 
 
 def check_variant(variant: str) -> None:
-    """The envs have one instructions variant, the §3 prompt."""
+    """The envs have one instructions variant, the docs/methods/envs.md#query-protocol prompt."""
     if variant != "default":
         raise ValueError(f"unknown instructions variant {variant!r}; known: default")
 

@@ -1,8 +1,8 @@
-"""Suites of HillSearch / TreeSearch / MaxSatSearch tasks (spec_003 §2.4).
+"""Suites of HillSearch / TreeSearch / MaxSatSearch tasks (docs/methods/envs.md#oracle-search-tasks).
 
 A task is one (instance, budget N) pair; repeated episodes of a task come from the runner's
 repeats (the instance is static, the agent's randomness varies). All HillSearch tasks use
-``denominator="2w"`` [D §7.1: the reading consistent with the paper's baseline figures].
+``denominator="2w"`` docs/methods/metric-best-found.md#decisions: the reading consistent with the paper's baseline figures].
 
 * ``paper-003-main`` (version 2) — test: H-E3 (N 36, 48), T-main (N 36, 48, 60), M-main
   (N 36, 48). Reproduces the baseline rows of the paper's main results (Table 1, and the
@@ -21,7 +21,7 @@ appendix names, so a task id (``H-E3/N36``) says which function it is.
 * ``paper-003-general`` — the E.4 sets: test = 50 instances per family at N = 48 (seeds 0..49),
   train = 50 more per family (seeds 1000..1049).
 * ``paper-003-difficulty`` — the E.5 sweep at N = 36: test = one instance per level (seed 0)
-  [D §7.6], train = two more per level (seeds 100, 101).
+  docs/methods/metric-best-found.md#decisions, train = two more per level (seeds 100, 101).
 
 [D] What train/test mean for the fixed instances: *test* is the paper's instances; *train* is
 freshly generated instances of the same families that the test set never contains: 10 instances
@@ -29,9 +29,9 @@ per family from the E.4 general distribution (seeds 20000.. for main, 30000.. fo
 each at the family's paper budgets. For TreeSearch, E.4 draws whose parameters equal a paper
 instance's are redrawn, because equal parameters give the *same* tree up to relabelling.
 MaxSat's fixed instances are generated from published seeds: M-main 0, M-alt1 1, M-alt2 2,
-M-alt3 3 (the paper lists no clauses [D §2.3.3]); trees: T-main 0, T-alt1 1, T-alt2 2.
+M-alt3 3 (the paper lists no clauses docs/methods/envs.md#maxsatsearch); trees: T-main 0, T-alt1 1, T-alt2 2.
 
-[D §2.2.5/§2.3.5/§7.5] E.4 ranges are integers, inclusive; its parameters are drawn with their own
+[D, docs/methods/instances.md] E.4 ranges are integers, inclusive; its parameters are drawn with their own
 ``random.Random`` (from the seed and the family) so that the instance draws stay independent.
 """
 
@@ -73,7 +73,7 @@ def fixed_tasks(instances: dict[str, list[str]], split: str = "test") -> list[Ta
 # --- E.4 general distribution -------------------------------------------------------------------
 
 def e4_params(family: str, seed: int) -> dict[str, Any]:
-    """Parameters of the E.4 general set for one seed (§2.1.6, §2.2.5, §2.3.5)."""
+    """Parameters of the E.4 general set for one seed (docs/methods/envs.md#hillsearch, docs/methods/envs.md#treesearch, docs/methods/envs.md#maxsatsearch)."""
     rng = random.Random(zlib.crc32(f"e4:{family}:{seed}".encode()))
     if family == "hill":
         k = rng.randint(2, 4)
@@ -108,7 +108,7 @@ def e4_tasks(seeds: range, split: str, budgets: dict[str, tuple[int, ...]] | Non
 # --- E.5 difficulty sweep -----------------------------------------------------------------------
 
 def e5_params(family: str, level: int) -> dict[str, Any]:
-    """Level 1..7 of the difficulty sweep (§2.1.6, §2.2.5, §2.3.5)."""
+    """Level 1..7 of the difficulty sweep (docs/methods/envs.md#hillsearch, docs/methods/envs.md#treesearch, docs/methods/envs.md#maxsatsearch)."""
     if not 1 <= level <= 7:
         raise ValueError(f"difficulty level must be 1..7, got {level}")
     if family == "hill":
@@ -156,7 +156,7 @@ def _main(name: str, version: int) -> Suite:
         name, version,
         {"train": e4_tasks(range(20000, 20010), "train", BUDGETS, "train"),
          "test": fixed_tasks(MAIN[version])},
-        f"spec_003 main instances ({hill_name}, T-main, M-main) at the paper's budgets"
+        f"docs/methods/envs.md#oracle-search-tasks main instances ({hill_name}, T-main, M-main) at the paper's budgets"
         + (" (paper Table 1)" if version >= 2 else " (v1: Hill instance of Table 7)"))
 
 
@@ -166,7 +166,7 @@ def _additional(name: str, version: int) -> Suite:
         name, version,
         {"train": e4_tasks(range(30000, 30010), "train", BUDGETS, "train"),
          "test": fixed_tasks(ADDITIONAL[version])},
-        f"spec_003 additional instances (E.3; Hill {hill_name}) at the paper's budgets"
+        f"docs/methods/envs.md#oracle-search-tasks additional instances (E.3; Hill {hill_name}) at the paper's budgets"
         + (" (paper Tables 7-12)" if version >= 2 else " (v1: Hill instance of Table 1)"))
 
 
@@ -194,11 +194,11 @@ def paper_003_general() -> Suite:
     return Suite(
         "paper-003-general", 1,
         {"train": e4_tasks(range(1000, 1050), "train"), "test": e4_tasks(range(50), "test")},
-        "spec_003 E.4 general sets: 50 instances per family at N=48")
+        "docs/methods/instances.md general sets: 50 instances per family at N=48")
 
 
 def paper_003_difficulty() -> Suite:
     return Suite(
         "paper-003-difficulty", 1,
         {"train": e5_tasks((100, 101), "train"), "test": e5_tasks((0,), "test")},
-        "spec_003 E.5 difficulty sweep: 7 levels per family at N=36")
+        "docs/methods/instances.md difficulty sweep: 7 levels per family at N=36")

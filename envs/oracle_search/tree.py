@@ -1,20 +1,20 @@
-"""TreeSearch (spec_003 §2.2): a rooted tree of hidden values with deceptive trap branches.
+"""TreeSearch (docs/methods/envs.md#treesearch): a rooted tree of hidden values with deceptive trap branches.
 
 The root has ``r_trap + r_good`` gateway children; each gateway carries ``b`` disjoint chains.
 A node's value is the sum of the increments on its root path (root 0):
 
 * trap gateway +2, then along each chain +1 at positions 1..6, afterwards +1 only where
-  ``(j − 6) % 4 == 0`` (positions 10, 14, 18, ...) [D §2.2.2];
+  ``(j − 6) % 4 == 0`` (positions 10, 14, 18, ...) docs/methods/envs.md#treesearch;
 * good gateway +1, then +4 at every chain position.
 
 Decisions recorded here:
-* [D §2.2.1/§7.4] chain lengths ``L_trap = d_trap + trap_len_offset`` (default offset 0) and
+* [D, docs/methods/envs.md#treesearch] chain lengths ``L_trap = d_trap + trap_len_offset`` (default offset 0) and
   ``L_good = d_good + good_len_offset`` (default −1): the only reading that reproduces the paper's
   node counts 772/323/889 and maxima 45/53/61. Both offsets are parameters.
 * Node ids are a uniformly random permutation of 0..|V|−1, root included (seeded by the task seed).
-* [D §7.4] the adjacency list shown to the model is undirected, lists every node, in random node
+* docs/methods/envs.md#treesearch the adjacency list shown to the model is undirected, lists every node, in random node
   and neighbour order; re-querying a known node (the root included) is invalid.
-* Availability lists (§2.2.3): after a query, the node's children in random order; after a leaf,
+* Availability lists (docs/methods/envs.md#treesearch): after a query, the node's children in random order; after a leaf,
   every queryable node by the step at which it became queryable (most recent first, ties random).
   Gateways became queryable at step 0.
 """
@@ -44,7 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "budget": 48,
 }
 
-#: §2.2.1 the paper's instances: (r_trap, r_good, b, d_trap, d_good)
+#: docs/methods/envs.md#treesearch the paper's instances: (r_trap, r_good, b, d_trap, d_good)
 _NODE = re.compile(r"\bnode\s*(?:id)?\s*[=:#]?\s*(-?\d+)\b", re.IGNORECASE)
 
 FIXED = {
@@ -63,7 +63,7 @@ def chain_increments(kind: str, length: int, cfg: dict[str, Any]) -> list[int]:
 
 
 def build_tree(cfg: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    """Parent array, values, root and gateway ids of a relabelled tree (§2.2.1–§2.2.2)."""
+    """Parent array, values, root and gateway ids of a relabelled tree (docs/methods/envs.md#treesearch)."""
     parent, values, kinds = [-1], [0], ["root"]
     gateways: list[int] = []
     lengths = {"trap": int(cfg["d_trap"]) + int(cfg["trap_len_offset"]),
@@ -99,7 +99,7 @@ def build_tree(cfg: dict[str, Any], rng: random.Random) -> dict[str, Any]:
 
 
 def node_count(cfg: dict[str, Any]) -> int:
-    """|V| = 1 + r_trap·(1 + b·L_trap) + r_good·(1 + b·L_good) (§2.2.1)."""
+    """|V| = 1 + r_trap·(1 + b·L_trap) + r_good·(1 + b·L_good) (docs/methods/envs.md#treesearch)."""
     lt = cfg["d_trap"] + cfg["trap_len_offset"]
     lg = cfg["d_good"] + cfg["good_len_offset"]
     return 1 + cfg["r_trap"] * (1 + cfg["b"] * lt) + cfg["r_good"] * (1 + cfg["b"] * lg)
@@ -149,7 +149,7 @@ def generate_task(params: dict[str, Any], seed: int = 0) -> Task:
 
 
 class TreeSearchEnv(OracleSearchEnv):
-    """§2.2.3: query a node adjacent to the known set; receive its value and what it opened."""
+    """docs/methods/envs.md#treesearch: query a node adjacent to the known set; receive its value and what it opened."""
 
     name = "treesearch"
     family = "tree"

@@ -1,4 +1,4 @@
-"""Colour-style object names for Dark Treasure Rooms (spec_001 §2.2).
+"""Colour-style object names for Dark Treasure Rooms (docs/methods/envs.md#dark-treasure-rooms).
 
 Doors and balls carry unique colour names so that names say nothing about where rewards are.
 The list holds the CSS/X11 colour names in snake_case (grey spellings and exact synonyms

@@ -1,4 +1,4 @@
-"""Dark Treasure Rooms, text version (spec_001 §2).
+"""Dark Treasure Rooms, text version (docs/methods/envs.md#dark-treasure-rooms).
 
 The agent moves through a grid of dark rooms by naming objects it sees: a door takes it to the
 room behind (one of C door interactions per episode), a ball is picked up for its reward (at
@@ -6,14 +6,14 @@ most K = 3 per episode). Rewards show only on pickup; names are colours, so only
 search finds the treasure.
 
 **Multi-episode runs.** [decision] One clew episode (one ``reset`` .. ``done``) is a whole
-*run* of E rooms-episodes (``n_episodes``, default 20, spec §5 #6). When a rooms-episode ends the
+*run* of E rooms-episodes (``n_episodes``, default 20, docs/methods/metric-optimal-exploitation-gap.md#decisions #6). When a rooms-episode ends the
 world is reset (start room, all balls back, budgets refilled) but the run goes on: the
 observation says the episode is over and shows the start room of the next one, and the agent
 keeps everything it has seen. ``done`` is true only after the E-th rooms-episode. The env keeps
 the whole history (``state.moves``) so :meth:`RoomsEnv.prompt` can rebuild the paper's prompt
-(§2.7) at every step and metrics can recompute everything from the actions alone.
+(docs/methods/envs.md#dark-treasure-rooms) at every step and metrics can recompute everything from the actions alone.
 
-Episode rules (spec §2.4, §5 #5, #17):
+Episode rules (docs/methods/envs.md#dark-treasure-rooms, docs/methods/metric-optimal-exploitation-gap.md#decisions #5, #17):
 
 * up to C door traversals; after the C-th, balls in the room reached can still be picked up;
   choosing a door with C traversals used ends the episode without moving;
@@ -27,7 +27,7 @@ Episode rules (spec §2.4, §5 #5, #17):
 Observation text [decision]: a valid step shows ``Reward: r`` and ``You see: ...`` (the
 agent's own action is its message, so it is not echoed); episode boundaries are announced in
 the same text. Objects are listed in a canonical order per room: doors by wall N, E, S, W,
-then balls by name (§2.6); ``order="entry_first"`` puts the door just used first. Metrics use
+then balls by name (docs/methods/envs.md#dark-treasure-rooms); ``order="entry_first"`` puts the door just used first. Metrics use
 sets, never this order.
 
 Task params: ``layout`` (a layout dict, see :mod:`.layouts`) or ``layout_id`` (a frozen
@@ -133,7 +133,7 @@ class RoomsEnv(Env):
     flags = EnvFlags(deterministic=True, supports_backtrack=True,
                      outcome_mode="graded_at_end", simulation_mode="free",
                      repeat_rule_applies=False)
-    # Invalid replies are re-asked up to the per-episode cap (spec_001 §5 #17), not cut short.
+    # Invalid replies are re-asked up to the per-episode cap (docs/methods/metric-optimal-exploitation-gap.md#decisions #17), not cut short.
     max_invalid_streak = None
 
     def __init__(self, order: str = "canonical", lenient: bool = False):
@@ -289,11 +289,11 @@ class RoomsEnv(Env):
 
     # --- text for agents -----------------------------------------------------------------
     def instructions(self, variant: str = "default") -> str:
-        """Instruction block (§2.7) + reply format; ``default`` = the task's variant."""
+        """Instruction block (docs/methods/envs.md#dark-treasure-rooms) + reply format; ``default`` = the task's variant."""
         return self.task_description(variant) + "\n" + prompts.REPLY_RULE
 
     def task_description(self, variant: str = "default") -> str:
-        """The instruction block (§2.7) without the reply format (Env.task_description)."""
+        """The instruction block (docs/methods/envs.md#dark-treasure-rooms) without the reply format (Env.task_description)."""
         cfg = self.config
         if variant == "default":
             variant = cfg.instruction if cfg else "task"
@@ -321,7 +321,7 @@ class RoomsEnv(Env):
         return parsed or action.strip().lower()
 
     def prompt(self, variant: str = "default") -> str:
-        """The paper's full single-message prompt for the current step (§2.7)."""
+        """The paper's full single-message prompt for the current step (docs/methods/envs.md#dark-treasure-rooms)."""
         s, cfg = self.state, self.config
         variant = cfg.instruction if variant == "default" else variant
         episodes = self.episode_transcripts()

@@ -1,4 +1,4 @@
-"""A systematic frontier explorer for Dark Treasure Rooms (spec_001 §5, extra recommendations).
+"""A systematic frontier explorer for Dark Treasure Rooms (docs/methods/metric-optimal-exploitation-gap.md#decisions, extra recommendations).
 
 Used to reject layouts that are too hard for their door budget (the generator keeps a layout
 only if this explorer reaches exploration gap 0 within the run's episodes) and as a scripted
@@ -6,7 +6,7 @@ agent in tests.
 
 It uses only what the run has shown so far: doors seen and traversed, balls seen and picked up.
 Rooms are identified by the env's room ids, which is equivalent to what an agent can observe
-because every room has a unique set of door names (spec §2.2). Each step:
+because every room has a unique set of door names (docs/methods/envs.md#dark-treasure-rooms). Each step:
 
 1. pick up a visible ball whose value is still unknown (if pickups are left);
 2. otherwise walk (shortest known path) to the nearest *frontier* that the remaining budget can

@@ -1,11 +1,11 @@
-"""Task generator and frozen-layout builder for Dark Treasure Rooms (spec_001 §2.2).
+"""Task generator and frozen-layout builder for Dark Treasure Rooms (docs/methods/envs.md#dark-treasure-rooms).
 
 ``generate_task(params, seed)`` is a pure function: ``random.Random(seed)`` drives every draw.
 A drawn layout is kept only if
 
-* R^max > 0 (spec §2.2), and
+* R^max > 0 (docs/methods/envs.md#dark-treasure-rooms), and
 * the systematic frontier explorer (:mod:`.explorer`) reaches exploration gap 0 within the
-  run's episodes (spec §5, "if it cannot, the layout is too hard for its budget and should be
+  run's episodes (docs/methods/metric-optimal-exploitation-gap.md#decisions, "if it cannot, the layout is too hard for its budget and should be
   rejected"); ``check_explorable=False`` turns this off.
 
 Otherwise the next layout is drawn from the same generator (still a function of the seed).
@@ -26,7 +26,7 @@ plus the env's task params ``n_episodes`` (20), ``instruction`` (``task``), ``ca
   a uniformly random spanning tree (``ust``); a random start among the rooms at most 4 doors
   more eccentric than the tree's centre (``centre_slack`` 4: on 4×4 and 5×5 trees nearly any
   room, on 7×7 trees no start at the tip of a long branch, where the budget C, still the
-  start's eccentricity, would send a random walk the long way to the far side); balls per size {4: 7, 5: 5, 7: 4} (the spec's tree reading, other
+  start's eccentricity, would send a random walk the long way to the far side); balls per size {4: 7, 5: 5, 7: 4} (the method page's tree reading, other
   sizes 5); and one more acceptance rule, *best three reachable*: R^max must equal the sum of
   the K = 3 largest rewards, i.e. the budget lets one episode collect the three best balls,
   and *R^max near its expectation*: within ±3 of the expected sum of the best three of b
@@ -35,7 +35,7 @@ plus the env's task params ``n_episodes`` (20), ``instruction`` (``task``), ``ca
   record ``generator_version`` and these rules in their meta.
 
 The frozen layouts of each version: three test layouts per size (the paper's 3 layouts per
-size, spec §2.1; version 1 ``4x4-a`` .. ``7x7-c``, version 2 ``v2-4x4-a`` ..), seeds
+size, docs/methods/envs.md#dark-treasure-rooms; version 1 ``4x4-a`` .. ``7x7-c``, version 2 ``v2-4x4-a`` ..), seeds
 1000·n + i, and ten train layouts per size (``4x4-t0`` .., ``v2-4x4-t0`` ..), seeds
 1000·n + 100 + i. Rebuild with ``python -m clew.envs.rooms.generator --version N``; a test
 checks each file still equals what the seeds give.
@@ -200,7 +200,7 @@ def frozen_specs(version: int = 1) -> list[tuple[str, int, int]]:
 def build_frozen(version: int = 1) -> dict[str, Any]:
     command = "python -m clew.envs.rooms.generator" + ("" if version == 1 else
                                                        f" --version {version}")
-    about = ("spec_001 §2.2" if version == 1  # version 1's note stays as it was
+    about = ("docs/methods/envs.md#dark-treasure-rooms" if version == 1  # version 1's note stays as it was
              else f"generator version {version}, docs/methods/instances.md")
     return {
         "version": version,

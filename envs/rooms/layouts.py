@@ -1,4 +1,4 @@
-"""Dark Treasure Rooms layouts: the data and the seeded raw generator (spec_001 §2.2).
+"""Dark Treasure Rooms layouts: the data and the seeded raw generator (docs/methods/envs.md#dark-treasure-rooms).
 
 A layout is an n×n grid of rooms. Room ``r*n + c`` is the cell in row ``r`` (0 = north) and
 column ``c`` (0 = west). A door joins two side-by-side rooms and is one object with one name,
@@ -7,10 +7,10 @@ the door budget C and the pickup limit K belong to the layout.
 
 Frozen layouts (the suites' instances) live in ``layouts.json`` (generator version 1) and
 ``layouts_v2.json`` (version 2) next to this module and are never regenerated during
-experiments (spec_001 §5 #1); :func:`frozen_layout` loads them.
+experiments (docs/methods/metric-optimal-exploitation-gap.md#decisions #1); :func:`frozen_layout` loads them.
 ``python -m clew.envs.rooms.generator [--version N]`` rebuilds a file from the fixed seeds.
 
-Decisions (spec_001 §5):
+Decisions (docs/methods/metric-optimal-exploitation-gap.md#decisions):
 
 * Connectivity ``minigrid_connect_all`` [#1]: repeatedly pick a random room and a random wall
   that has a neighbour, add a door there if there is none, until every room is reachable from
@@ -45,7 +45,7 @@ LAYOUTS_FILES = {1: LAYOUTS_FILE, 2: Path(__file__).with_name("layouts_v2.json")
 NAME_RE = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)*$")
 CONNECTIVITY = ("minigrid_connect_all", "tree", "ust")
 STARTS = ("random", "corner", "centre")
-WALLS = ("north", "east", "south", "west")  # canonical door order in a room (spec §2.6)
+WALLS = ("north", "east", "south", "west")  # canonical door order in a room (docs/methods/envs.md#dark-treasure-rooms)
 
 
 @dataclass(frozen=True)
@@ -134,10 +134,10 @@ class Layout:
 
     @cached_property
     def n_observation_states(self) -> int:
-        """Distinct observation sets reachable in an episode (coverage denominator, §4.1).
+        """Distinct observation sets reachable in an episode (coverage denominator, docs/methods/metric-optimal-exploitation-gap.md#rooms-exploration-statistics).
 
         A room with b balls shows every subset left after removing up to K of them:
-        sum_{k <= min(K, b)} C(b, k), which is 2^b for b <= 3 (the spec's formula).
+        sum_{k <= min(K, b)} C(b, k), which is 2^b for b <= 3 (the method page's formula).
         """
         return sum(
             sum(comb(len(self.balls_of[r]), k)
@@ -272,7 +272,7 @@ def bfs(adjacency: dict[int, set[int]] | dict[int, list[int]], source: int) -> d
     return dist
 
 
-# --- raw generation (spec §2.2 make_layout, without the explorability check) ---------------
+# --- raw generation (docs/methods/envs.md#dark-treasure-rooms make_layout, without the explorability check) ---------------
 def random_layout(
     size: int,
     rng: random.Random,

@@ -1,4 +1,4 @@
-"""Reading a model's reply as one visible object (spec_001 §2.8, §5 #18, #24).
+"""Reading a model's reply as one visible object (docs/methods/envs.md#dark-treasure-rooms #18, #24).
 
 Rules (the shared answer rules of :mod:`clew.envs.answers` first: reasoning blocks dropped, an
 open one leaving no answer; markdown made plain; the text after the last answer label, then the

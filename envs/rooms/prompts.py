@@ -1,16 +1,16 @@
-"""Prompt text of Dark Treasure Rooms (spec_001 §2.7, §3.4).
+"""Prompt text of Dark Treasure Rooms (docs/methods/envs.md#dark-treasure-rooms).
 
 Three instruction variants, the only part that changes between conditions:
 
 * ``task`` (aliases ``default``, ``task_oriented``): the paper's task-oriented exploration
-  sentence, verbatim from its example prompt (Fig. 8, "reward" wording, spec §5 #21);
+  sentence, verbatim from its example prompt (Fig. 8, "reward" wording, docs/methods/metric-optimal-exploitation-gap.md#decisions #21);
 * ``exploit`` (aliases ``lower_bound``): soft exploration lower bound;
 * ``explore`` (aliases ``upper_bound``): soft exploration upper bound.
 
-The two bound sentences are the spec's reconstruction (§3.4, §5 #22), not the paper's text.
+The two bound sentences are the method page's reconstruction (docs/methods/envs.md#dark-treasure-rooms, docs/methods/metric-optimal-exploitation-gap.md#decisions #22), not the paper's text.
 
-:func:`render_prompt` assembles the full single-user-message prompt of §2.7: past episodes,
-instruction block, current episode, question. [decision, spec §5 #20] In episode 1 the past
+:func:`render_prompt` assembles the full single-user-message prompt of docs/methods/envs.md#dark-treasure-rooms: past episodes,
+instruction block, current episode, question. [decision, docs/methods/metric-optimal-exploitation-gap.md#decisions #20] In episode 1 the past
 block is the header followed by ``None``.
 """
 
@@ -51,7 +51,7 @@ def variant_name(variant: str) -> str:
 
 def instructions(variant: str = "task", door_budget: int | str = "C",
                  n_episodes: int | str = 20, max_pickups: int = 3) -> str:
-    """The instruction block (spec §2.7) with the variant's sentence."""
+    """The instruction block (docs/methods/envs.md#dark-treasure-rooms) with the variant's sentence."""
     pickups = _NUMBERS.get(max_pickups, str(max_pickups))
     return (
         "You are controlling an agent in an unknown world.\n"

@@ -1,21 +1,21 @@
-"""Optimal exploitation for Dark Treasure Rooms by brute-force orienteering (spec_001 §1.4-1.5).
+"""Optimal exploitation for Dark Treasure Rooms by brute-force orienteering (docs/methods/metric-optimal-exploitation-gap.md#rooms-solver).
 
 The exploiter may use only what a history reveals (the *known model*):
 
 * known doors: every door traversal observed (room u -> room v); by default a traversed door is
-  usable both ways (``symmetric=True``, spec §5 #8), ``symmetric=False`` is the spec's
+  usable both ways (``symmetric=True``, docs/methods/metric-optimal-exploitation-gap.md#decisions #8), ``symmetric=False`` is the spec's
   ``strict_directed`` option;
 * known balls: every ball picked up at least once, with the reward observed and the room it was
-  picked up in (spec §5 #7). ``true_balls`` adds balls that were only *seen*, with their true
-  values (the spec's ``seen_balls_use_true_value`` oracle variant).
+  picked up in (docs/methods/metric-optimal-exploitation-gap.md#decisions #7). ``true_balls`` adds balls that were only *seen*, with their true
+  values (the method page's ``seen_balls_use_true_value`` oracle variant).
 
 :func:`best_route` then tries every ordered sequence of at most K distinct known balls and keeps
 the most valuable one whose door cost (shortest known distances, 0 inside one room) is <= C.
 That test matches the env rule exactly: up to C traversals, balls in the room reached by the
-C-th door can still be picked up (spec §2.4, §5 #5). With K = 3 and a handful of known balls
+C-th door can still be picked up (docs/methods/envs.md#dark-treasure-rooms, docs/methods/metric-optimal-exploitation-gap.md#decisions #5). With K = 3 and a handful of known balls
 this is at most a few hundred sequences.
 
-The generic solver for any deterministic budgeted MDP (spec §1.6) lives in
+The generic solver for any deterministic budgeted MDP (docs/methods/metric-optimal-exploitation-gap.md#generic-solver) lives in
 ``clew.eval.metrics.optimal_exploitation`` (envs may not import eval); tests check both agree.
 """
 
@@ -102,7 +102,7 @@ def best_route(
     budget: int,
     pickups: int = 3,
 ) -> Route:
-    """Most valuable sequence of <= ``pickups`` balls reachable within ``budget`` doors (§1.5).
+    """Most valuable sequence of <= ``pickups`` balls reachable within ``budget`` doors (docs/methods/metric-optimal-exploitation-gap.md#rooms-solver).
 
     Ties in value go to the route with fewer doors, then to the first in name order."""
     balls = sorted(balls, key=lambda b: b.name)
@@ -133,7 +133,7 @@ def true_balls(layout: Layout) -> dict[str, KnownBall]:
 
 
 def layout_best_route(layout: Layout) -> Route:
-    """R^max: the solver on the true layout (all doors both ways, all balls; spec §1.2 #4)."""
+    """R^max: the solver on the true layout (all doors both ways, all balls; docs/methods/metric-optimal-exploitation-gap.md#optimal-exploitation-return #4)."""
     return best_route(layout.start, layout.adjacency, true_balls(layout).values(),
                       layout.door_budget, layout.max_pickups)
 

@@ -1,7 +1,7 @@
-"""Dark Treasure Rooms suites (spec_001 §2.1, §3.2, §3.4).
+"""Dark Treasure Rooms suites (docs/methods/envs.md#dark-treasure-rooms).
 
 * ``test`` (unseen): the three frozen layouts per size (``4x4-a`` .. ``7x7-c``), 10 runs each
-  (task seed = run index r, spec §3.2: "run r uses seed r"), so a size gives 30 runs as in the
+  (task seed = run index r, docs/methods/metric-optimal-exploitation-gap.md#runs-and-aggregation: "run r uses seed r"), so a size gives 30 runs as in the
   paper's open-model and random-walk cells.
 * ``train`` (seen): ten other frozen layouts per size (``4x4-t0`` ..), one run each (seed 0),
   for collecting search data.
@@ -10,7 +10,7 @@ Suites, per generator version of the frozen layouts (see :mod:`clew.envs.rooms.g
 
 * version 2 (current): ``rooms-v2`` (all sizes), ``rooms-v2-4x4``, ``rooms-v2-5x5``,
   ``rooms-v2-7x7`` (one size, the task-oriented instruction), ``rooms-v2-7x7-exploit`` and
-  ``rooms-v2-7x7-explore`` (7×7 with the soft lower / upper bound instruction, §3.4);
+  ``rooms-v2-7x7-explore`` (7×7 with the soft lower / upper bound instruction, docs/methods/envs.md#dark-treasure-rooms);
 * version 1 (superseded, kept so old runs stay comparable): ``rooms-v1``, ``rooms-4x4``,
   ``rooms-5x5``, ``rooms-7x7``, ``rooms-7x7-exploit``, ``rooms-7x7-explore``.
 
@@ -49,7 +49,7 @@ def _suite(name: str, sizes: tuple[int, ...], instruction: str = "task",
         {"train": _tasks(train, 1, "train", instruction),
          "test": _tasks(test, RUNS_PER_LAYOUT, "test", instruction)},
         f"Dark Treasure Rooms {'/'.join(f'{n}x{n}' for n in sizes)}, {N_EPISODES} episodes "
-        f"per run, instruction '{instruction}', layouts v{version} (spec_001)",
+        f"per run, instruction '{instruction}', layouts v{version} (docs/methods/envs.md#dark-treasure-rooms)",
     )
 
 

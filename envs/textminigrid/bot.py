@@ -1,4 +1,4 @@
-"""The BabyAI bot as oracle: solution length L* and behavioural difficulty (spec_004 §1.7).
+"""The BabyAI bot as oracle: solution length L* and behavioural difficulty (docs/methods/metric-textminigrid.md#behavioral-difficulty).
 
 ``minigrid.utils.baby_ai_bot.BabyAIBot`` plans with its own partial map, so L* includes the bot's
 exploration. It reads the level it is given and must start on a fresh level (or a deep copy of
@@ -7,9 +7,9 @@ one); it never steps the level itself: we loop ``a = bot.replan(); level.step(a)
 Failures are data, not crashes: the bot raises now and then (an ``AssertionError`` inside its
 planner, ``DisappearedBoxError`` when a box vanished, ~1% of generated tasks per the spec), may
 give up (it answers ``done`` with an empty plan) or may need more than the 200-step budget.
-:class:`BotRun` records which happened; the suite replaces such seeds (§1.7, A5, A30).
+:class:`BotRun` records which happened; the suite replaces such seeds (docs/methods/metric-textminigrid.md#behavioral-difficulty, A5, A30).
 
-Difficulty levels use the spec's calibrated fixed thresholds (A5): easy L* ≤ 6, medium 7–13,
+Difficulty levels use the method page's calibrated fixed thresholds (A5): easy L* ≤ 6, medium 7–13,
 hard 14–45, super-hard ≥ 46.
 """
 
@@ -26,7 +26,7 @@ from minigrid.utils.baby_ai_bot import BabyAIBot
 LEVELS = ("easy", "medium", "hard", "super-hard")
 THRESHOLDS = (6, 13, 45)  # upper bounds of easy, medium, hard (A5)
 
-# MiniGrid action ids -> canonical prompt names (§1.5)
+# MiniGrid action ids -> canonical prompt names (docs/methods/envs.md#textminigrid)
 ACTION_NAMES = {
     Actions.left: "Turn Left", Actions.right: "Turn Right", Actions.forward: "Go Forward",
     Actions.pickup: "Pick Up", Actions.drop: "Drop", Actions.toggle: "Toggle",
@@ -87,5 +87,5 @@ def run_bot(level: RoomGridLevel, max_steps: int = MAX_STEPS, in_place: bool = F
 
 
 def solve_layout(layout: Layout, max_steps: int = MAX_STEPS) -> BotRun:
-    """The bot on a fresh level built from ``layout`` (L* of §1.7)."""
+    """The bot on a fresh level built from ``layout`` (L* of docs/methods/metric-textminigrid.md#behavioral-difficulty)."""
     return run_bot(build_level(layout), max_steps=max_steps, in_place=True)

@@ -1,21 +1,21 @@
-"""TextMiniGrid: BabyAI PickUp levels played through text, several actions per step (spec_004).
+"""TextMiniGrid: BabyAI PickUp levels played through text, several actions per step (docs/methods/envs.md#textminigrid).
 
 One ``step`` is one **decision step** t′: the agent's reply (raw model output with
 ``<actions>…</actions>`` / ``<intentions>…</intentions>``, or a bare ``Turn Left,Go Forward``)
 is parsed (:mod:`.parsing`), at most ``max_actions`` = m atomic actions are kept, and each is
-executed with MiniGrid's own ``step`` (§3.4). Blocked actions are silent no-ops and the sequence
+executed with MiniGrid's own ``step`` (docs/methods/envs.md#textminigrid). Blocked actions are silent no-ops and the sequence
 continues (A14); the sequence stops at success, at the 200-step limit, or when the target box
-is destroyed (A13, A16). The clock counts atomic actions (§1.6).
+is destroyed (A13, A16). The clock counts atomic actions (docs/methods/envs.md#textminigrid).
 
-The observation text is the §5.2 user prompt: mission, the transitions of the last decision step,
+The observation text is the docs/methods/envs.md#textminigrid user prompt: mission, the transitions of the last decision step,
 the current view in the chosen representation (``sc``, ``sd``, ``hybrid``), facing and carrying,
-and the instruction block for m. Short-term memory (§3.5, A12), ``memory_mode``:
+and the instruction block for m. Short-term memory (docs/methods/envs.md#textminigrid, A12), ``memory_mode``:
 
-* ``"chat"`` (default, the spec's recommendation): the env keeps the last q (user prompt, raw
+* ``"chat"`` (default, the method page's recommendation): the env keeps the last q (user prompt, raw
   reply) pairs and hands them out as ``obs.info["chat_history"]`` chat messages; an LM agent
   sends ``system + chat_history + [user]`` (:func:`.prompts.build_messages`). The text itself
   carries no memory.
-* ``"text"``: the alternative of §3.5: a block listing the last q decision steps (starting
+* ``"text"``: the alternative of docs/methods/envs.md#textminigrid: a block listing the last q decision steps (starting
   observation, actions, intention) is written into the prompt.
 * ``"none"``.
 
@@ -23,7 +23,7 @@ The ``prompt`` option names the prompt variant that ``default`` stands for (:mod
 ``obs`` keeps only the observation description: a third of the tokens, for models with short
 contexts).
 
-Unparsable replies (A15, §3.3 step 5): the first ``requeries`` consecutive ones use no
+Unparsable replies (A15, docs/methods/envs.md#textminigrid step 5): the first ``requeries`` consecutive ones use no
 environment step (valid=False; the prompt is repeated under a one-line explanation); the next one
 executes MiniGrid's inert ``done`` action, which uses one step and is recorded in the history as
 an unparsable output, so the step budget always ends the episode.
@@ -115,7 +115,7 @@ class TextMiniGridOracle:
     full_grid: str  # the whole level now, SC tokens, north up, agent II
     agent: tuple[int, int, int]
     target: tuple[int, int] | None  # None once carried or destroyed
-    solution_length: int | None  # L* of the task from its initial state (§1.7)
+    solution_length: int | None  # L* of the task from its initial state (docs/methods/metric-textminigrid.md#behavioral-difficulty)
     difficulty: str | None
     _level: LayoutLevel = field(repr=False, default=None)  # type: ignore[assignment]
     _plan: BotRun | None = field(repr=False, default=None)
@@ -131,7 +131,7 @@ class TextMiniGridOracle:
 
 
 class TextMiniGridEnv(Env):
-    """BabyAI PickUp levels in text with multi-action decision steps (spec_004 §1–§3)."""
+    """BabyAI PickUp levels in text with multi-action decision steps (docs/methods/envs.md#textminigrid)."""
 
     name = "textminigrid"
     flags = EnvFlags(deterministic=True, supports_backtrack=True,
@@ -178,7 +178,7 @@ class TextMiniGridEnv(Env):
         self.requeries = requeries
         self.box_toggle = box_toggle
         self.think = think
-        self.feedback = feedback  # optional blocked-action feedback (§3.4); off for the paper
+        self.feedback = feedback  # optional blocked-action feedback (docs/methods/envs.md#textminigrid); off for the paper
         self.trace = trace  # record poses and seen cells in the state (for metrics)
         #: the prompt variant that "default" stands for (``obs`` etc.: shorter prompts, for
         #: models with small contexts; docs/methods/parsing.md#context-length)
@@ -419,7 +419,7 @@ class TextMiniGridEnv(Env):
 
     # --- text for agents ---------------------------------------------------------------------
     def instructions(self, variant: str = "default") -> str:
-        """System prompt (§5.1) for this env's representation; ``variant`` as in :mod:`.prompts`
+        """System prompt (docs/methods/envs.md#textminigrid) for this env's representation; ``variant`` as in :mod:`.prompts`
         (``default``: the env's ``prompt`` option)."""
         if variant == "default":
             variant = self.prompt

@@ -1,4 +1,4 @@
-"""The four few-shot demonstrations of spec_004 §5.5 (A20), built from bot play.
+"""The four few-shot demonstrations of docs/methods/envs.md#textminigrid (A20), built from bot play.
 
 Scenarios (Appendix B): unblocking an object, unblocking (opening) a door, opening a locked door,
 and exploration (leaving the start room). Following the recommended format [D], they come from

@@ -1,11 +1,11 @@
-"""TextMiniGrid tasks: (params, seed) -> Task, with the bot's label (spec_004 §1.3, §1.7).
+"""TextMiniGrid tasks: (params, seed) -> Task, with the bot's label (docs/methods/envs.md#textminigrid).
 
-``generate_task`` draws the layout with the §1.3 generator for ``reset(seed=seed)``, stores it
+``generate_task`` draws the layout with the docs/methods/envs.md#textminigrid generator for ``reset(seed=seed)``, stores it
 in the task's params (so the task file rebuilds the level without any RNG), and runs the BabyAI
 bot once to record L* (``oracle_length``), the difficulty level and, when the bot fails, why
 (``bot_failure``). ``label=False`` skips the bot.
 
-``paper_tasks`` applies the §1.7 seed rule (A5, A6, A30): seeds 1–5 per configuration; a seed
+``paper_tasks`` applies the docs/methods/metric-textminigrid.md#behavioral-difficulty seed rule (A5, A6, A30): seeds 1–5 per configuration; a seed
 whose bot run crashes, gives up or needs more than 200 steps is replaced by the next unused seed
 (6, 7, ...); rejected seeds are recorded in the task params (``rejected_seeds``).
 """
@@ -50,7 +50,7 @@ def generate_task(params: dict[str, Any], seed: int) -> Task:
 
 def config_tasks(rooms: int, density: str, seeds: range | list[int], count: int,
                  split: str) -> list[Task]:
-    """``count`` bot-solvable tasks of one configuration, taking seeds in order (§1.7 rule).
+    """``count`` bot-solvable tasks of one configuration, taking seeds in order (docs/methods/metric-textminigrid.md#behavioral-difficulty rule).
 
     Every task of the configuration records the seeds that were rejected (``rejected_seeds``).
     """
@@ -69,7 +69,7 @@ def config_tasks(rooms: int, density: str, seeds: range | list[int], count: int,
 
 
 def paper_tasks(per_config: int = 5, first_seed: int = 1, split: str = "test") -> list[Task]:
-    """The 45-task set of §1.7: 9 configurations × 5 seeds, failed seeds replaced."""
+    """The 45-task set of docs/methods/metric-textminigrid.md#behavioral-difficulty: 9 configurations × 5 seeds, failed seeds replaced."""
     return [t for rooms, density in CONFIGS
             for t in config_tasks(rooms, density, range(first_seed, first_seed + 1000),
                                   per_config, split)]

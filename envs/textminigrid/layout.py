@@ -1,8 +1,8 @@
-"""TextMiniGrid layouts: the seeded BabyAI generator and exact rebuilds from data (spec_004 §1.3).
+"""TextMiniGrid layouts: the seeded BabyAI generator and exact rebuilds from data (docs/methods/envs.md#textminigrid).
 
 Two MiniGrid level classes live here:
 
-* :class:`GeneratedLevel` is the recommended generator of §1.3, a ``RoomGridLevel`` subclass that
+* :class:`GeneratedLevel` is the recommended generator of docs/methods/envs.md#textminigrid, a ``RoomGridLevel`` subclass that
   follows BabyAI's ``LevelGen`` conventions: ``n × n`` rooms with a 4×4 interior
   (``room_size=6``), at most one locked door (probability 0.5 when n > 1, its key in another
   room), ``connect_all`` for the rest, exactly ``k`` objects per room (the key counts, A4), the
@@ -13,7 +13,7 @@ Two MiniGrid level classes live here:
   the layout in their params, so a task file is self-contained and does not depend on future
   ``numpy``/``minigrid`` versions drawing the same random numbers.
 
-Decisions (spec §8):
+Decisions (docs/methods/envs.md#textminigrid):
 
 * A1: 1, 4, 9 rooms (``rooms_per_side`` 1, 2, 3); grids 6×6, 11×11, 16×16.
 * A3/A4: as above; ``locked_room_prob = 0.5``; the locked-door key counts toward its room's k.
@@ -22,9 +22,9 @@ Decisions (spec §8):
   ``uniform_placement=True`` moves the dummy off the grid first.
 * Rooms are filled, and target candidates listed, in row-major order (``for j in rows: for i in
   cols``, i.e. the order of ``room_grid``). With this order seed 16 at 2×2 rooms, k = 3 gives
-  exactly the §2.1 worked example (checked by the tests); column-major order does not.
-* The generator only draws PickUp missions (§1.2); :class:`LayoutLevel` also accepts GoTo, Open
-  and PutNext missions because BabyAI's verifier provides them (§1.2 [D]).
+  exactly the docs/methods/envs.md#textminigrid worked example (checked by the tests); column-major order does not.
+* The generator only draws PickUp missions (docs/methods/envs.md#textminigrid); :class:`LayoutLevel` also accepts GoTo, Open
+  and PutNext missions because BabyAI's verifier provides them (docs/methods/envs.md#textminigrid [D]).
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ from minigrid.envs.babyai.core.verifier import (
     PutNextInstr,
 )
 
-ROOM_SIZE = 6  # 4×4 interior plus walls (§1.3 [I])
-VIEW_SIZE = 7  # MiniGrid default field of view (§1.4)
-MAX_STEPS = 200  # atomic actions per episode (§1.6)
+ROOM_SIZE = 6  # 4×4 interior plus walls (docs/methods/envs.md#textminigrid [I])
+VIEW_SIZE = 7  # MiniGrid default field of view (docs/methods/envs.md#textminigrid)
+MAX_STEPS = 200  # atomic actions per episode (docs/methods/envs.md#textminigrid)
 COLORS = ("red", "green", "blue", "purple", "yellow", "grey")
 OBJECT_TYPES = ("key", "ball", "box")
 ROOM_COUNTS = {1: 1, 4: 2, 9: 3}  # rooms -> rooms per side
@@ -165,10 +165,10 @@ def _on_inner_wall(x: int, y: int, room_size: int, width: int) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# the seeded generator (§1.3 "Recommended generator")
+# the seeded generator (docs/methods/envs.md#textminigrid "Recommended generator")
 # --------------------------------------------------------------------------------------------
 class GeneratedLevel(RoomGridLevel):
-    """BabyAI room grid with k objects per room and a unique PickUp target (§1.3)."""
+    """BabyAI room grid with k objects per room and a unique PickUp target (docs/methods/envs.md#textminigrid)."""
 
     def __init__(
         self,
@@ -243,7 +243,7 @@ def generate_layout(
     locked_room_prob: float = 0.5,
     uniform_placement: bool = False,
 ) -> Layout:
-    """The layout the §1.3 generator draws for ``reset(seed=seed)``; deterministic."""
+    """The layout the docs/methods/envs.md#textminigrid generator draws for ``reset(seed=seed)``; deterministic."""
     level = GeneratedLevel(rooms_per_side, objs_per_room, locked_room_prob, uniform_placement)
     with contextlib.redirect_stdout(io.StringIO()):  # BabyAI prints "Sampling rejected: ..."
         level.reset(seed=int(seed))
@@ -356,7 +356,7 @@ def build_level(layout: Layout, max_steps: int = MAX_STEPS) -> LayoutLevel:
 
 @dataclass(frozen=True)
 class LayoutParams:
-    """Generator parameters (§1.3): room count, object density, locked-room probability."""
+    """Generator parameters (docs/methods/envs.md#textminigrid): room count, object density, locked-room probability."""
 
     rooms: int = 4
     objs_per_room: int = 3

@@ -1,16 +1,16 @@
-"""TextMiniGrid prompts: the system prompt components and the user prompt (spec_004 §5).
+"""TextMiniGrid prompts: the system prompt components and the user prompt (docs/methods/envs.md#textminigrid).
 
-System prompt (§5.1): an intro line and the Observation Description are always present; the
+System prompt (docs/methods/envs.md#textminigrid): an intro line and the Observation Description are always present; the
 Action Description, Mission Description and Strategic Guide are switched by the prompt
 ``variant``, a ``+``-joined set of component names:
 
 * ``default`` (= ``full``) = ``action+mission+strategy``;
 * ``obs`` = observation description only; any subset such as ``action+strategy``;
-* add ``fewshot`` for the four demonstrations of §5.5 (see :mod:`.fewshot`).
+* add ``fewshot`` for the four demonstrations of docs/methods/envs.md#textminigrid (see :mod:`.fewshot`).
 
-:data:`ABLATION_VARIANTS` lists the 2³ = 8 combinations of the Appendix D.1 ablation (§5.4).
-All prose is paraphrased from the spec; format literals (labels, tags, tokens) are exact (§5.2).
-Decision A11: the SD and Hybrid observation descriptions are the spec's replacements.
+:data:`ABLATION_VARIANTS` lists the 2³ = 8 combinations of the Appendix D.1 ablation (docs/methods/envs.md#textminigrid).
+All prose is paraphrased from the spec; format literals (labels, tags, tokens) are exact (docs/methods/envs.md#textminigrid).
+Decision A11: the SD and Hybrid observation descriptions are the method page's replacements.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ OBSERVATION_DESCRIPTIONS = {"sc": OBS_SC, "sd": OBS_SD, "hybrid": OBS_HYBRID}
 
 @dataclass(frozen=True)
 class PromptVariant:
-    """Which system prompt components are on (§5.1, §5.4)."""
+    """Which system prompt components are on (docs/methods/envs.md#textminigrid, docs/methods/envs.md#textminigrid)."""
 
     action: bool = True
     mission: bool = True
@@ -125,7 +125,7 @@ class PromptVariant:
 
 
 def system_prompt(representation: str, variant: str = "default", examples: str | None = None) -> str:
-    """The system prompt for one observation format and prompt variant (§5.1)."""
+    """The system prompt for one observation format and prompt variant (docs/methods/envs.md#textminigrid)."""
     if representation not in OBSERVATION_DESCRIPTIONS:
         raise ValueError(f"textminigrid: unknown representation {representation!r}; "
                          f"choose one of {', '.join(REPRESENTATIONS)}")
@@ -144,7 +144,7 @@ def system_prompt(representation: str, variant: str = "default", examples: str |
 
 @dataclass(frozen=True)
 class Transition:
-    """One executed atomic action and what followed it (§3.4)."""
+    """One executed atomic action and what followed it (docs/methods/envs.md#textminigrid)."""
 
     action: str
     observation: str
@@ -198,7 +198,7 @@ def user_prompt(
     think: bool = False,
     memory: str | None = None,
 ) -> str:
-    """The user prompt of §5.2 (``memory``: the optional text block of §3.5's alternative)."""
+    """The user prompt of docs/methods/envs.md#textminigrid (``memory``: the optional text block of docs/methods/envs.md#textminigrid's alternative)."""
     parts = [f"Your final mission is to {mission}.\nYou have no subgoals."]
     if memory:
         parts.append(memory)
@@ -213,7 +213,7 @@ def user_prompt(
 
 
 def memory_block(entries: Sequence[tuple[str, str, str | None]]) -> str:
-    """§3.5 alternative: the last q decision steps as (starting observation, actions, intention)."""
+    """docs/methods/envs.md#textminigrid alternative: the last q decision steps as (starting observation, actions, intention)."""
     lines = ["Your previous decision steps (oldest first):"]
     for i, (obs, actions, intention) in enumerate(entries):
         lines += [f"Step{i} observation:", obs, f"Step{i} actions: {actions}",
@@ -222,5 +222,5 @@ def memory_block(entries: Sequence[tuple[str, str, str | None]]) -> str:
 
 
 def build_messages(system: str, history: Sequence[dict[str, str]], user: str) -> list[dict[str, str]]:
-    """Chat messages of §3.5: system, the last q (user, assistant) pairs, the current user turn."""
+    """Chat messages of docs/methods/envs.md#textminigrid: system, the last q (user, assistant) pairs, the current user turn."""
     return [{"role": "system", "content": system}, *history, {"role": "user", "content": user}]

@@ -1,17 +1,17 @@
-"""The 7×7 partial view and its three text renderings (spec_004 §2).
+"""The 7×7 partial view and its three text renderings (docs/methods/envs.md#textminigrid).
 
 All renderers start from MiniGrid's egocentric view ``gen_obs_grid()`` → ``(grid, vis_mask)``,
 indexed ``(vx, vy)``: vx = 0..6 from the agent's left to its right, vy = 0..6 from far to near,
 the agent at (3, 6). :func:`egocentric_view` turns it into a 7×7 table of :class:`Cell` rows
 ``P[vy][vx]``; then
 
-* Symbolic Cell (§2.1) and Hybrid (§2.3) rotate ``P`` north-up (allocentric, A8) and print one
+* Symbolic Cell (docs/methods/envs.md#textminigrid) and Hybrid (docs/methods/envs.md#textminigrid) rotate ``P`` north-up (allocentric, A8) and print one
   token per cell, each followed by ``;``;
-* Scene Description (§2.2) keeps egocentric positions: f = 6 − vy steps forward, l = vx − 3
+* Scene Description (docs/methods/envs.md#textminigrid) keeps egocentric positions: f = 6 − vy steps forward, l = vx − 3
   (negative = left).
 
 The carried object, which MiniGrid puts on the agent's cell, is ignored: the agent's cell is
-always the agent (A26). Decisions: open door ``__`` (A7), the Hybrid vocabulary of §2.3 (A9), the
+always the agent (A26). Decisions: open door ``__`` (A7), the Hybrid vocabulary of docs/methods/envs.md#textminigrid (A9), the
 SD wall sentences, order and separators of A10, ``an open <color> door`` (fixing the original's
 "a open"), and ``You see no walls or objects.`` for an empty view (A27).
 """
@@ -24,7 +24,7 @@ from typing import Literal
 from minigrid.minigrid_env import MiniGridEnv
 
 REPRESENTATIONS = ("sc", "sd", "hybrid")
-DIRECTIONS = ("East", "South", "West", "North")  # MiniGrid agent_dir 0..3 (§1.5)
+DIRECTIONS = ("East", "South", "West", "North")  # MiniGrid agent_dir 0..3 (docs/methods/envs.md#textminigrid)
 COLOR_LETTER = {"red": "R", "green": "G", "blue": "B", "purple": "P", "yellow": "Y", "grey": "E"}
 TYPE_LETTER = {"key": "K", "ball": "A", "box": "B"}
 
@@ -45,12 +45,12 @@ View = list[list[Cell]]  # P[vy][vx], egocentric
 
 
 def direction_name(agent_dir: int) -> str:
-    """North/East/South/West for MiniGrid's ``agent_dir`` (§2.4)."""
+    """North/East/South/West for MiniGrid's ``agent_dir`` (docs/methods/envs.md#textminigrid)."""
     return DIRECTIONS[agent_dir % 4]
 
 
 def inventory_text(carrying) -> str:
-    """``nothing`` or ``a <color> <type>`` (§2.4, A17)."""
+    """``nothing`` or ``a <color> <type>`` (docs/methods/envs.md#textminigrid, A17)."""
     return "nothing" if carrying is None else f"a {carrying.color} {carrying.type}"
 
 
@@ -68,7 +68,7 @@ def cell_of(obj) -> Cell:
 
 
 def egocentric_view(level: MiniGridEnv) -> View:
-    """``P[vy][vx]`` from MiniGrid's own view and visibility mask (§1.4)."""
+    """``P[vy][vx]`` from MiniGrid's own view and visibility mask (docs/methods/envs.md#textminigrid)."""
     return view_from(*level.gen_obs_grid())
 
 
@@ -104,7 +104,7 @@ def visible_world_cells(level: MiniGridEnv, vis) -> set[tuple[int, int]]:
 
 
 def north_up(view: View, agent_dir: int) -> View:
-    """Rotate ``P[vy][vx]`` so North is at the top (§2.1 mapping table).
+    """Rotate ``P[vy][vx]`` so North is at the top (docs/methods/envs.md#textminigrid mapping table).
 
     facing North: (row, col) = (vy, vx); East: (vx, 6 − vy); South: (6 − vy, 6 − vx);
     West: (6 − vx, vy).
@@ -127,7 +127,7 @@ def north_up(view: View, agent_dir: int) -> View:
 
 
 # --------------------------------------------------------------------------------------------
-# Symbolic Cell and Hybrid (§2.1, §2.3)
+# Symbolic Cell and Hybrid (docs/methods/envs.md#textminigrid, docs/methods/envs.md#textminigrid)
 # --------------------------------------------------------------------------------------------
 def sc_token(cell: Cell) -> str:
     if cell.kind == "door":
@@ -150,7 +150,7 @@ def hybrid_token(cell: Cell) -> str:
 
 
 def grid_text(rows: View, token=sc_token) -> str:
-    """7 lines, each token followed by ``;``, no spaces (§2.1 serialisation)."""
+    """7 lines, each token followed by ``;``, no spaces (docs/methods/envs.md#textminigrid serialisation)."""
     return "\n".join("".join(token(c) + ";" for c in row) for row in rows)
 
 
@@ -163,7 +163,7 @@ def render_hybrid(view: View, agent_dir: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Scene Description (§2.2)
+# Scene Description (docs/methods/envs.md#textminigrid)
 # --------------------------------------------------------------------------------------------
 def _steps(n: int) -> str:
     return f"{n} step" if n == 1 else f"{n} steps"

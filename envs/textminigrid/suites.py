@@ -1,7 +1,7 @@
-"""TextMiniGrid suites (spec_004 §1.7, §6).
+"""TextMiniGrid suites (docs/methods/metric-textminigrid.md#behavioral-difficulty).
 
 * ``textminigrid-45``: the paper's task set, split ``test``: 9 configurations (1/4/9 rooms ×
-  low/medium/high density) × seeds 1–5, failed seeds replaced by the next ones (§1.7 rule).
+  low/medium/high density) × seeds 1–5, failed seeds replaced by the next ones (docs/methods/metric-textminigrid.md#behavioral-difficulty rule).
 * ``textminigrid-v1``: ``test`` = the same 45 tasks (unseen); ``train`` = 10 tasks per
   configuration from seeds 2000 upwards (seen; disjoint from the test seeds and from the few-shot
   seeds 1000–1099), for search data and distillation.
@@ -26,7 +26,7 @@ def _train_tasks() -> list:
 
 def textminigrid_45() -> Suite:
     return Suite("textminigrid-45", 1, {"test": paper_tasks()},
-                 "spec_004 §1.7: 9 layout configurations × 5 seeds, PickUp missions")
+                 "docs/methods/metric-textminigrid.md#behavioral-difficulty: 9 layout configurations × 5 seeds, PickUp missions")
 
 
 def textminigrid_v1() -> Suite:

@@ -56,19 +56,19 @@ def register_metric(name: str, envs: set[str] | frozenset[str] | None, path: str
 register_metric(
     "explore_exploit_error", {"gridmap"},
     "clew.eval.metrics.explore_exploit:episode_metrics",
-    "spec_000 §1.6: per-step error labels, normalised exploration and exploitation errors",
+    "docs/methods/metric-explore-exploit-error.md: per-step error labels, normalised exploration and exploitation errors",
 )
 register_metric(
     "optimal_exploitation_gap", {"rooms"},
     "clew.eval.metrics.optimal_exploitation:rooms_gap_metrics",
-    "spec_001 §1.3: R^max, R^exploit, agent return, normalised total/exploration/exploitation "
+    "docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition: R^max, R^exploit, agent return, normalised total/exploration/exploitation "
     "gaps and shares (last episode and mean over episodes)",
     keys=("gap_total", "gap_exploration", "gap_exploitation"),
 )
 register_metric(
     "rooms_exploration", {"rooms"},
     "clew.eval.metrics.optimal_exploitation:rooms_exploration_metrics",
-    "spec_001 §4.1: state/room/object coverage, redundancy, sample efficiency, invalid rate",
+    "docs/methods/metric-optimal-exploitation-gap.md#rooms-exploration-statistics: state/room/object coverage, redundancy, sample efficiency, invalid rate",
     keys=("coverage", "redundancy"),
 )
 
@@ -76,13 +76,13 @@ register_metric(
 register_metric(
     "best_found", {"hillsearch", "treesearch", "maxsatsearch"},
     "clew.eval.metrics.best_found:episode_metrics",
-    "spec_003 §1.2: normalised best-found reward R/OPT, protocol counts, key-structure found",
+    "docs/methods/metric-best-found.md#normalised-reward: normalised best-found reward R/OPT, protocol counts, key-structure found",
 )
 register_metric(
     "textminigrid", {"textminigrid"},
     "clew.eval.metrics.textminigrid:episode_metrics",
-    "spec_004 §4.1: success, atomic steps, decision steps, actions per decision step, L* and "
-    "per-difficulty success (sr_*); §4.3 extensions ext_* (revisits, coverage, no-ops, format)",
+    "docs/methods/metric-textminigrid.md#success-and-steps: success, atomic steps, decision steps, actions per decision step, L* and "
+    "per-difficulty success (sr_*); docs/methods/metric-optimal-exploitation-gap.md extensions ext_* (revisits, coverage, no-ops, format)",
 )
 
 register_metric(
@@ -107,7 +107,7 @@ register_metric(
 )
 register_metric(
     "exploitation_gap", TRACED, "clew.eval.metrics.travel:gap_metrics",
-    "spec_001 §1.3 gap decomposition of one episode, R^exploit = best return reachable from "
+    "docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition gap decomposition of one episode, R^exploit = best return reachable from "
     "what was known, within the budget left (rooms: optimal_exploitation_gap)",
     keys=("gap_total", "gap_exploration", "gap_exploitation"),
 )
@@ -135,7 +135,7 @@ def is_number(x: Any) -> bool:
 
 
 def mean_and_stderr(values: list[float]) -> tuple[float, float, int]:
-    """Mean and standard error over the finite values (NaN = undefined, left out; spec_000 D7)."""
+    """Mean and standard error over the finite values (NaN = undefined, left out; docs/methods/metric-explore-exploit-error.md#aggregation)."""
     xs = [float(v) for v in values if is_number(v) and math.isfinite(v)]
     n = len(xs)
     if n == 0:

@@ -1,20 +1,20 @@
-"""Normalised best-found reward of HillSearch, TreeSearch and MaxSatSearch (spec_003 §1.2).
+"""Normalised best-found reward of HillSearch, TreeSearch and MaxSatSearch (docs/methods/metric-best-found.md#normalised-reward).
 
-The episode is replayed from its actions (invalid attempts included, so the §3.6 retry counters
+The episode is replayed from its actions (invalid attempts included, so the docs/methods/envs.md#query-protocol retry counters
 replay too) on a fresh env of the task. Returned keys:
 
 * ``normalized_reward`` — r = R / OPT, the figure every table of the paper reports;
 * ``best_value`` (R, the best value any valid query returned; 0 if none) and ``optimum`` (OPT);
 * ``valid_queries``, ``invalid_attempts``, ``ended_early`` (1 when the episode ended before the
   budget was spent: retries exhausted or STOP) — protocol health;
-* ``simple_regret`` — 1 − r (§1.2: not used by the paper, given for convenience);
+* ``simple_regret`` — 1 − r (docs/methods/metric-best-found.md#normalised-reward: not used by the paper, given for convenience);
 * one family-specific indicator of having found the instance's key structure [D, not in the
   paper; for diagnosis]: ``needle_found`` (Hill: R > OPT/2; decoy peaks stay below 10 while the
   needle rises to 20), ``good_branch_found`` (Tree: some queried node lies below a good
   gateway), ``gold_satisfied`` (MaxSat: some query satisfied).
 
 For repeated episodes of one task the reported statistic is the mean of r; over a set of
-instances, the mean of per-instance means [D §1.2].
+instances, the mean of per-instance means docs/methods/metric-best-found.md#normalised-reward.
 """
 
 from __future__ import annotations

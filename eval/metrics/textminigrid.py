@@ -1,6 +1,6 @@
-"""TextMiniGrid metrics (spec_004 §4.1, with the labelled extensions of §4.3).
+"""TextMiniGrid metrics (docs/methods/metric-textminigrid.md#success-and-steps, with the labelled extensions of docs/methods/metric-textminigrid.md#extensions).
 
-``episode_metrics(task, record)`` replays the episode and returns, from the paper (§4.1):
+``episode_metrics(task, record)`` replays the episode and returns, from the paper (docs/methods/metric-textminigrid.md#success-and-steps):
 
 * ``success`` S ∈ {0, 1}; ``steps`` T (atomic actions); ``decisions`` D (decision steps that
   executed actions); ``actions_per_decision`` T / D; ``steps_to_success`` and
@@ -10,7 +10,7 @@
   over a run of each key is the per-level success rate SR_ℓ (the macro average is the mean of
   the four; the micro average is the mean of ``success``).
 
-Extensions not defined by the paper (§4.3, A28), prefixed ``ext_``:
+Extensions not defined by the paper (docs/methods/metric-textminigrid.md#extensions, A28), prefixed ``ext_``:
 
 * ``ext_revisit_rate`` = 1 − |unique cells stood on| / (successful moves + 1);
 * ``ext_coverage`` = |non-wall cells ever inside the visibility mask| / |non-wall cells| (room
@@ -26,7 +26,7 @@ Extensions not defined by the paper (§4.3, A28), prefixed ``ext_``:
 Replay: :func:`clew.envs.textminigrid.replay.replay` (exact from the executed atomic actions
 when the record has them, else the decision texts through the env).
 
-``disagreement`` and ``success_by_level`` are the cross-run quantities of §4.1 (items 2, 4, 5).
+``disagreement`` and ``success_by_level`` are the cross-run quantities of docs/methods/metric-textminigrid.md#success-and-steps (items 2, 4, 5).
 """
 
 from __future__ import annotations
@@ -87,16 +87,16 @@ def episode_metrics(task: Task, record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# --- cross-run quantities (§4.1) --------------------------------------------------------------
+# --- cross-run quantities (docs/methods/metric-textminigrid.md#success-and-steps) --------------------------------------------------------------
 def disagreement(a: dict[str, bool], b: dict[str, bool]) -> tuple[int, int]:
-    """(N(A✓, B✗), N(A✗, B✓)) over the task ids both runs have (Tables 1–2, §4.1 items 4–5)."""
+    """(N(A✓, B✗), N(A✗, B✓)) over the task ids both runs have (Tables 1–2, docs/methods/metric-textminigrid.md#success-and-steps items 4–5)."""
     common = sorted(set(a) & set(b))
     return (sum(1 for t in common if a[t] and not b[t]),
             sum(1 for t in common if b[t] and not a[t]))
 
 
 def success_by_level(results: Iterable[tuple[str | None, bool]]) -> dict[str, float]:
-    """SR per difficulty level, plus micro and macro averages (§4.1 item 2, A23)."""
+    """SR per difficulty level, plus micro and macro averages (docs/methods/metric-textminigrid.md#success-and-steps item 2, A23)."""
     by: dict[str, list[bool]] = {name: [] for name in LEVELS}
     every: list[bool] = []
     for level, ok in results:

@@ -1,6 +1,6 @@
 """Metrics that travel: coverage, redundancy and the optimal-exploitation gap for every family.
 
-Issue 3 item 4. spec_001 (§1.3, §4.1) defines state-space coverage, memory redundancy and the
+Issue 3 item 4. docs/methods/envs.md#dark-treasure-rooms (docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition, docs/methods/metric-optimal-exploitation-gap.md#rooms-exploration-statistics) defines state-space coverage, memory redundancy and the
 gap decomposition for Dark Treasure Rooms; this module reports them, with the same key names,
 for every other environment whose family defines them (its trace, below), so a report can set
 the families side by side. Rooms itself keeps its own functions
@@ -12,7 +12,7 @@ actions, like the other metrics, so ``clew score`` works on trajectories produce
 * ``coverage`` in [0, 1]: the fraction of a finite state or query space the agent reached;
 * ``redundancy`` in [0, 1]: the share of the agent's steps that led back to something it had
   already reached (NaN when it took no step);
-* the gap decomposition of spec_001 §1.3 for one episode: ``rmax`` (R^max, best return with full
+* the gap decomposition of docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition for one episode: ``rmax`` (R^max, best return with full
   knowledge), ``agent_return`` (R^agent), ``exploit_return`` (R^exploit, the best return a
   perfect exploiter could get from what the agent had found), ``gap_total = (R^max −
   R^agent) / R^max`` = ``gap_exploration`` (R^max − R^exploit) / R^max + ``gap_exploitation``
@@ -70,7 +70,7 @@ def redundancy_metrics(task: Task, episode: Mapping[str, Any]) -> dict[str, Any]
 
 
 def gap_metrics(task: Task, episode: Mapping[str, Any]) -> dict[str, Any]:
-    """The one-episode gap decomposition (spec_001 §1.3) with R^exploit as defined above."""
+    """The one-episode gap decomposition (docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition) with R^exploit as defined above."""
     t = trace(task, episode)
     gaps = gap_decomposition(t.rmax, [t.agent], [t.exploit])
     out: dict[str, Any] = {"rmax": t.rmax, "agent_return": t.agent, "exploit_return": t.exploit,

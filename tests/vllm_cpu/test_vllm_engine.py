@@ -1,4 +1,4 @@
-"""The in-process vLLM backend on the tiny model, against the hf backend (DESIGN §6).
+"""The in-process vLLM backend on the tiny model, against the hf backend (docs/architecture.md#tests-and-benchmarks).
 
 Runs in .venv-vllm (scripts/setup_vllm_cpu.sh); skipped where vllm is not installed.
 """

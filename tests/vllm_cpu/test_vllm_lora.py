@@ -1,4 +1,4 @@
-"""vLLM with a LoRA adapter (LoRARequest) equals transformers + PEFT (DESIGN §6)."""
+"""vLLM with a LoRA adapter (LoRARequest) equals transformers + PEFT (docs/architecture.md#tests-and-benchmarks)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A trained-style LoRA adapter served by vLLM equals the merged model that `clew train
---merge` / `clew train --merge-only` writes (issue 6 acceptance, vLLM side; DESIGN §6).
+--merge` / `clew train --merge-only` writes (issue 6 acceptance, vLLM side; docs/architecture.md#tests-and-benchmarks).
 
 Runs in .venv-vllm (scripts/setup_vllm_cpu.sh); skipped where vllm is not installed. The adapter
 covers every linear layer (as configs/train/lora-*.yaml train it) with non-zero B matrices.

