@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from clew.envs.registry import env_class
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent, search_memory_dir
+from clew.eval.agents import (
+    build_agent,
+    check_fit,
+    merge_options,
+    search_memory,
+    search_memory_dir,
+)
 from clew.eval.config import ConfigError, EvalConfig
 from clew.eval.provenance import clew_version, git_commit
 from clew.eval.runner import run_suite
@@ -30,8 +39,16 @@ def default_out(cfg: EvalConfig) -> str:
 def select_tasks(cfg: EvalConfig):
     try:
         tasks = resolve(cfg.suite)
-    except (KeyError, ValueError, FileNotFoundError) as exc:
-        raise ConfigError(f"config error:\n  suite: {exc}") from None
+    except FileNotFoundError as exc:
+        raise ConfigError(f"suite: {exc.filename or cfg.suite}: no such file") from None
+    except (KeyError, ValueError) as exc:
+        raise ConfigError(f"suite: {exc.args[0] if isinstance(exc, KeyError) else exc}") from None
+    # Episodes are keyed by task id: two tasks with one id would share records and trees.
+    repeated = sorted(i for i, n in Counter(t.id for t in tasks).items() if n > 1)
+    if repeated:
+        shown = ", ".join(map(repr, repeated[:5])) + (" ..." if len(repeated) > 5 else "")
+        raise ConfigError(f"suite: {cfg.suite}: task id(s) {shown} appear more than once; every "
+                          f"task needs its own id")
     if cfg.limit:
         tasks = tasks[: cfg.limit]
     if cfg.shard:
@@ -40,35 +57,94 @@ def select_tasks(cfg: EvalConfig):
     return tasks
 
 
-def check_agent(cfg: EvalConfig) -> None:
-    """Build the agent once up front so a bad name or option fails before any work."""
+def check_agent(cfg: EvalConfig, tasks=(), run: Path | None = None) -> None:
+    """Before any work: the agent plays the suite's env families and has the model it needs
+    (:func:`~clew.eval.agents.check_fit`), and it builds (a bad name, option or model spec
+    fails here). A reflection memory the check would open in the run directory ``run`` (or in
+    no named place) is opened in a throwaway folder: the check leaves nothing behind."""
+    from clew.agents.lm.base import LMError
+
     try:
-        build_agent(cfg.agent, **cfg.agent_options)
+        families = {env_class(t.env).family for t in tasks}
+    except KeyError as exc:
+        raise ConfigError(f"suite: {exc.args[0]}") from None
+    try:
+        check_fit(cfg.agent, cfg.agent_options, families)
+        with tempfile.TemporaryDirectory(prefix="clew-check-") as tmp:
+            options = cfg.agent_options
+            on, where = search_memory(cfg.agent, options)
+            if on and (where is None or (run is not None and _inside(Path(where), run))):
+                options = merge_options(options, {"memory": {"dir": tmp}})
+            build_agent(cfg.agent, **options)
     except (KeyError, ValueError, TypeError) as exc:
-        raise ConfigError(f"config error:\n  agent: {exc}") from None
+        text = str(exc.args[0] if exc.args else exc)
+        raise ConfigError(text if text.startswith(("agent ", "unknown agent", "model "))
+                          else f"agent {cfg.agent!r}: {text}") from None
+    except LMError as exc:  # the model cannot be loaded (missing package, folder, server)
+        raise ConfigError(f"agent_options.model: {exc}") from None
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+MEMORY = "memory"  # the reflection memory's folder in a run (unless the config names another)
+
+
+def stored_options(cfg: EvalConfig, run: RunDir) -> dict[str, Any]:
+    """``agent_options`` as the run records them: a ``memory.dir`` given by the user (relative
+    to the working directory) becomes relative to the run when it lies inside it, and is left
+    out when it is the run's own ``memory/`` (the default), so the record does not depend on how
+    ``--out`` was spelled, where clew ran, or where the run was moved to."""
+    options = dict(cfg.agent_options)
+    memory = options.get("memory")
+    if isinstance(memory, dict) and isinstance(memory.get("dir"), str):
+        memory = dict(memory)
+        where = run.relative(memory["dir"])
+        if where == MEMORY:
+            del memory["dir"]
+        else:
+            memory["dir"] = where
+        options["memory"] = memory
+        if not memory:
+            del options["memory"]
+    return options
+
+
+def live_options(name: str, stored: dict[str, Any], run: RunDir) -> dict[str, Any]:
+    """The stored options with the memory folder as a path to use now (the run's ``memory/``
+    for a search agent whose config names none): a resumed run keeps learning from it."""
+    memory = stored.get("memory")
+    if isinstance(memory, dict) and isinstance(memory.get("dir"), str):
+        where = str(run.resolve(memory["dir"]).resolve())
+    elif search_memory_dir(name, stored):
+        where = str((run.path / MEMORY).resolve())
+    else:
+        return stored
+    return merge_options(stored, {"memory": {"dir": where}})
 
 
 def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[str, Any]]:
     tasks = select_tasks(cfg)
-    check_agent(cfg)
     run = RunDir(cfg.out or default_out(cfg))
-    if search_memory_dir(cfg.agent, cfg.agent_options):
-        # Reflection memory lives in the run directory unless the config names another store
-        # (DESIGN §3); a resumed run keeps learning from the same memory.
-        memory = cfg.agent_options.setdefault("memory", {})
-        memory["dir"] = str(run.path / "memory")
+    check_agent(cfg, tasks, run.path)
     record = cfg.model_dump()
+    record["agent_options"] = stored_options(cfg, run)
     record["out"] = str(run.path)
     record["clew_version"] = clew_version()
     record["git_commit"] = git_commit()
     run.open(record, resume=cfg.resume, compare=RESUME_KEYS)
-    counts = asyncio.run(run_suite(
-        lambda: build_agent(cfg.agent, **cfg.agent_options), tasks, run,
-        repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
-        max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak,
-        repeat_limit=cfg.repeat_limit, progress=progress,
-    ))
-    agg = finalize(run)
+    try:
+        options = live_options(cfg.agent, record["agent_options"], run)
+        counts = asyncio.run(run_suite(
+            lambda: build_agent(cfg.agent, **options), tasks, run,
+            repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
+            max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak,
+            repeat_limit=cfg.repeat_limit, progress=progress,
+        ))
+        agg = finalize(run)
+    finally:
+        run.close()
     agg["counts"] = counts
     return run, agg
 
@@ -80,7 +156,8 @@ def finalize(run: RunDir) -> dict[str, Any]:
     run.write_json("metrics.json", doc)
     text = summary_table([(run.path.name, doc["aggregate"])])
     if 1 < len(doc["by_task"]) <= MAX_TASK_ROWS:
-        text += "\nPer task (repeats pooled):\n\n" + summary_table(list(doc["by_task"].items()))
+        text += "\nPer task (repeats pooled):\n\n" + summary_table(list(doc["by_task"].items()),
+                                                                  label="task")
     run.write_text("summary.md", text)
     agg = aggregate(records)
     agg["by_task"] = doc["by_task"]

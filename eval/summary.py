@@ -103,11 +103,12 @@ def _fmt(mean: float, se: float | None = None, digits: int = 3) -> str:
     return text
 
 
-def summary_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
-    """Markdown table, one row per ``(run name, aggregate)``."""
+def summary_table(rows: list[tuple[str, dict[str, Any]]], label: str = "run") -> str:
+    """Markdown table, one row per ``(name, aggregate)``; ``label`` heads the name column
+    (``run``, or ``task`` for the per-task table)."""
     present = [(k, label) for k, label in HEADLINE
                if any(math.isfinite(agg["mean"].get(k, math.nan)) for _, agg in rows)]
-    header = ["run", "agent", "kind", "episodes", "success", "steps (succ.)"]
+    header = [label, "agent", "kind", "episodes", "success", "steps (succ.)"]
     header += [label for _, label in present] + ["tokens/ep", "sim. interactions/ep"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, agg in rows:

@@ -18,11 +18,11 @@ from clew.records.files import (
     atomic_write_text,
     write_atomic,
 )
-from clew.records.jsonl import clean_json, dumps, read_jsonl
+from clew.records.jsonl import RecordError, clean_json, dumps, read_jsonl
 from clew.records.lock import DirLock, LockedError
 from clew.records.rundir import RunDir
 
 __all__ = [
-    "DirLock", "LockedError", "RunDir", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "clean_json",
+    "DirLock", "LockedError", "RecordError", "RunDir", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "clean_json",
     "dumps", "read_jsonl", "write_atomic",
 ]

@@ -37,7 +37,7 @@ def config(args: argparse.Namespace):
         base["out"] = args.out
     cfg = load_config(DataConfig, args.config, overrides, base=base)
     if not cfg.out:
-        raise ConfigError("config error:\n  out: where to write the datasets (--out DIR)")
+        raise ConfigError("out: required: where to write the datasets (--out DIR)")
     return cfg
 
 
