@@ -19,9 +19,17 @@ Decisions: episodes are selected by ground-truth success (D21): ``outcome.succes
 ``outcome.grade >= 1`` where success is undefined; the ``selected_by`` column says so ("gt").
 Selection by the agent's own success estimate (D21's alternative) is not offered: no agent
 records one in its episodes, so the option could only fail. No subsampling by default.
-Episodes that cannot be exported are skipped and counted by reason in the report, never silently.
-Run directories are read through :class:`clew.records.RunDir`, as ``clew eval --resume``,
-``clew report`` and ``clew merge`` read them.
+Episodes that cannot be exported are skipped and counted by reason in the report, never silently:
+``el_skipped`` / ``il_skipped`` count them by reason (numbers replaced by ``N``, so equal reasons
+group), ``el_skipped_examples`` / ``il_skipped_examples`` keep up to
+:data:`EXAMPLES_PER_REASON` full messages per reason (with their numbers and episode keys). An
+unreadable tree file costs its episode's EL data only (IL needs no tree); a record that cannot
+be rebuilt into a task is skipped whole (``unreadable_records``). Run directories are read
+through :class:`clew.records.RunDir`, as ``clew eval --resume``, ``clew report`` and
+``clew merge`` read them (a torn last line is dropped with a warning).
+
+An empty subset is not a success: ``clew data`` writes what it has, warns with the reasons and
+the option that would help, and exits non-zero unless ``allow_empty``.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
@@ -37,11 +46,12 @@ from clew.envs.base import Task
 from clew.envs.registry import make_for
 from clew.records import RunDir, atomic_write_text, write_atomic
 from clew.records.jsonl import numbered_jsonl
-from clew.search.tree import Tree, load_tree
+from clew.search.tree import Tree, TreeFormatError, load_tree
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
 from pydantic import BaseModel, ConfigDict, Field
 
 SUBSETS = ("el", "il_all", "il_matched")
+EXAMPLES_PER_REASON = 3
 EXPORT_FORMATS = ("chat", "openai", "prompt_completion", "context_response")
 
 
@@ -65,6 +75,7 @@ class DataConfig(BaseModel):
         default_factory=lambda: list(SUBSETS))
     formats: list[Literal["chat", "openai", "prompt_completion", "context_response"]] = Field(
         default_factory=lambda: ["chat"])
+    allow_empty: bool = Field(False, description="an empty subset is not an error")
 
     def export_options(self) -> ExportOptions:
         return ExportOptions(
@@ -73,7 +84,7 @@ class DataConfig(BaseModel):
             elide_keep_last_pairs=self.elide_keep_last_pairs, strict_replay=self.strict_replay)
 
     def digest(self) -> str:
-        blob = json.dumps(self.model_dump(exclude={"out"}), sort_keys=True)
+        blob = json.dumps(self.model_dump(exclude={"out", "allow_empty"}), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -85,12 +96,19 @@ def read_episodes(run: str | Path) -> list[dict[str, Any]]:
     run_dir = RunDir(run)
     if not run_dir.episodes_file.exists():
         raise FileNotFoundError(f"{run} is not a run directory (no episodes.jsonl)")
-    records = run_dir.episodes()
-    for i, rec in enumerate(records, 1):
-        for key in ("key", "task", "actions"):
-            if key not in rec:
-                raise ValueError(f"{run_dir.episodes_file}: episode record {i} has no {key!r}")
-    return records
+    return run_dir.episodes()
+
+
+def _unreadable(rec: dict[str, Any]) -> str | None:
+    """Why a record cannot be exported at all (None: it can be tried)."""
+    missing = [k for k in ("key", "task", "actions") if k not in rec]
+    if missing:
+        return f"no {', '.join(map(repr, missing))}"
+    try:
+        Task.from_dict(rec["task"])
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"the task cannot be rebuilt ({type(exc).__name__}: {exc})"
+    return None
 
 
 def read_trees(run: str | Path, key: str) -> dict[int, Tree]:
@@ -152,36 +170,64 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
     report: dict[str, Any] = {"config_hash": cfg.digest(), "episodes": 0, "selected": 0,
                               "el_episodes": 0, "il_episodes": 0,
                               "el_skipped": Counter(), "il_skipped": Counter(),
-                              "counts": Counter(), "el_actions": []}
+                              "el_skipped_examples": {}, "il_skipped_examples": {},
+                              "unreadable_records": [], "unreadable_trees": [],
+                              "counts": Counter(), "el_actions": [],
+                              "el_max_actions": cfg.el_max_actions}
     options = cfg.export_options()
+
+    def skip(kind: str, record: dict[str, Any], why: str) -> None:
+        reason = _reason(why)
+        report[f"{kind}_skipped"][reason] += 1
+        examples = report[f"{kind}_skipped_examples"].setdefault(reason, [])
+        if len(examples) < EXAMPLES_PER_REASON:
+            examples.append(f"{record.get('key')}: {why}")
+
     for run in cfg.runs:
         episodes = read_episodes(run)
-        for record in _progress(episodes, progress, run):
+        for i, record in enumerate(_progress(episodes, progress, run), 1):
             report["episodes"] += 1
+            bad = _unreadable(record)
+            if bad:
+                report["unreadable_records"].append(f"{run}: episode record {i}: {bad}")
+                continue
             if cfg.success_only and not is_selected(record):
                 continue
             report["selected"] += 1
             task = Task.from_dict(record["task"])
+            try:
+                trees = read_trees(run, record["key"])
+            except TreeFormatError as exc:  # that episode has no EL data; the rest goes on
+                report["unreadable_trees"].append(str(exc))
+                trees, tree_error = {}, f"unreadable tree: {exc}"
+            else:
+                tree_error = None
             out: EpisodeExport = export_episode(
-                record, read_trees(run, record["key"]),
-                lambda task=task: make_for(task, **cfg.env_options), options=options)
+                record, trees, lambda task=task: make_for(task, **cfg.env_options),
+                options=options)
+            if tree_error:
+                out.el, out.el_skipped = [], tree_error
             if cfg.il_max_actions is not None and len(record["actions"]) > cfg.il_max_actions:
-                out.il, out.il_skipped = [], f"too long (> {cfg.il_max_actions} actions)"
+                out.il, out.il_skipped = [], (f"too long ({len(record['actions'])} > "
+                                              f"il_max_actions {cfg.il_max_actions})")
             report["counts"].update(out.counts)
             if out.el_actions is not None:
                 report["el_actions"].append(out.el_actions)
             if out.il_skipped:
-                report["il_skipped"][_reason(out.il_skipped)] += 1
+                skip("il", record, out.il_skipped)
             else:
                 report["il_episodes"] += 1
                 rows["il_all"] += _rows(out.il, record, str(run), "il", "il_all")
             if out.el_skipped:
-                report["el_skipped"][_reason(out.el_skipped)] += 1
+                skip("el", record, out.el_skipped)
                 continue
             report["el_episodes"] += 1
             rows["el"] += _rows(out.el, record, str(run), "el", "el")
             if not out.il_skipped:
                 rows["il_matched"] += _rows(out.il, record, str(run), "il", "il_matched")
+    if report["unreadable_records"]:
+        print(f"warning: {len(report['unreadable_records'])} episode record(s) cannot be "
+              f"exported: {report['unreadable_records'][0]}", file=sys.stderr)
     feats = features()
     datasets = {name: Dataset.from_list(rows[name], features=feats) if rows[name] else
                 Dataset.from_dict({k: [] for k in feats}, features=feats)  # keeps the schema
@@ -193,8 +239,29 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
 
 
 def _reason(text: str) -> str:
-    """Group skip reasons: drop step numbers and quoted values."""
-    return re.sub(r"'[^']*'|\d+", "#", text)
+    """Group skip reasons: numbers become N and quoted values '...' (the full messages, with
+    their numbers, are kept as examples)."""
+    text = re.sub(r"unreadable tree: .*", "unreadable tree", text)
+    return re.sub(r"\d+(\.\d+)?", "N", re.sub(r"'[^']*'", "'...'", text))
+
+
+def empty_subsets(cfg: DataConfig, report: dict[str, Any]) -> list[str]:
+    return [name for name, n in report["samples"].items() if n == 0]
+
+
+def empty_hint(cfg: DataConfig, report: dict[str, Any]) -> str:
+    """What would fill an empty EL subset: the option, with a value that helps."""
+    reasons = report["el_skipped"]
+    if any(r.startswith("too long") for r in reasons) and cfg.el_max_actions is not None:
+        longest = max(report["el_actions"], default=cfg.el_max_actions)
+        return (f"raise el_max_actions (now {cfg.el_max_actions}; the skipped trajectories "
+                f"have up to {longest} actions), e.g. el_max_actions={longest}")
+    if report["selected"] == 0:
+        return ("no episode was successful (success_only=true selects successful episodes; "
+                "success_only=false exports the others too)")
+    if "no search trees" in reasons:
+        return "the runs have no search trees: run a search agent (clew search)"
+    return "see the skip reasons above"
 
 
 def _progress(items, enabled: bool, name: str):

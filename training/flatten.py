@@ -460,7 +460,8 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
                 chat.truncated = True
                 break
             raise ReplayError(f"the env ended the episode after turn {i} of {len(turns)} with "
-                              f"grade {grade:g} (its own step budget? lift it with env_options)")
+                              f"grade {grade:g}: the trajectory, backtracks included, is longer "
+                              f"than the env's own step budget")
     return chat
 
 
@@ -572,7 +573,8 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
                               el_noop_backtracks=chat.skipped,
                               el_truncated_at_done=int(chat.truncated))
             if opt.el_max_actions is not None and out.el_actions > opt.el_max_actions:
-                out.el_skipped = f"too long ({out.el_actions} > {opt.el_max_actions} actions)"
+                out.el_skipped = (f"too long ({out.el_actions} actions > el_max_actions "
+                                  f"{opt.el_max_actions})")
             else:
                 out.el, dropped = make_samples(chat, **cut)
                 _add(out.counts, dropped, "el")
