@@ -272,10 +272,11 @@ async def run_suite(
                                   "error": f"{type(exc).__name__}: {exc}",
                                   "traceback": traceback.format_exc(limit=8)})
                 print(f"episode {key} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                _tick(bar, counts)
                 return
             await writer.append(record)
             counts["finished"] += 1
-            bar.update(1)
+            _tick(bar, counts)
 
     jobs = [asyncio.ensure_future(one(t, r)) for t, r in todo]
     try:
@@ -296,3 +297,12 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="episodes", unit="ep", disable=not enabled or total == 0,
                 file=sys.stderr, leave=False)
 
+
+def _tick(bar, counts: dict[str, int]) -> None:
+    """One more episode over (recorded, or failed). Redrawn at once: tqdm skips a redraw within
+    ``mininterval`` of the last, and the next episode may be minutes away (a slow model), so
+    the bar would show fewer episodes than are done."""
+    bar.update(1)
+    if counts["failed"]:
+        bar.set_postfix_str(f"{counts['failed']} failed", refresh=False)
+    bar.refresh()
