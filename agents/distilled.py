@@ -19,7 +19,9 @@ every valid forward step creates the next id; a backtrack cuts the path back to 
 
 Decisions:
 
-* The task text g is ``env.instructions()``, once, after ``TASK:`` in the first user turn;
+* The task text g is ``env.task_description()`` (no reply format of the env's own, which would
+  contradict the fenced answer), once, after ``TASK:`` in the first user turn; inside the fence
+  the training data writes the canonical action, which every env's ``parse_action`` reads;
   the system prompt holds the role, the action grammar and the rules. Unlike
   the search policy prompt (:mod:`clew.agents.prompts`, which also puts the instructions in the
   system turn) the task is not repeated: env instructions run to hundreds of tokens, and the
@@ -37,10 +39,12 @@ Decisions:
 * History longer than ``max_history_pairs`` (observation, action) pairs, the current one
   included, keeps the first 2 and the last ``max_history_pairs - 2``: the elision of the training
   samples (8 = 2 + 6), so the model sees at inference what it was trained on. When the
-  model's context (``context_tokens``, else the backend's ``max_positions`` / ``max_model_len``)
-  would still overflow, older pairs go first, then the first two, counted in
-  ``episode.scratch["distilled_context_cuts"]``; a first turn that alone is too long still
-  fails in the backend with a clear error.
+  model's context (``context_tokens``, else the backend's ``context_length``) would still
+  overflow, the oldest kept pairs after the first exchange go (:mod:`clew.agents.fitting`),
+  counted in ``episode.scratch["distilled_context_cuts"]``; a prompt that cannot fit even then
+  fails the episode with reason ``context_length``.
+* Answers are read with the completion's finish reason (a cut one needs a complete answer) and
+  counted as parsed or not under role ``policy``.
 """
 
 from __future__ import annotations
@@ -50,10 +54,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from clew.agents.base import BaseAgent, Decision, Episode, StepRecord
+from clew.agents.fitting import fit_messages
 from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
 from clew.agents.lm.calls import call
 from clew.agents.options import ACT_SAMPLING
-from clew.agents.parsing import ANSWER_PHRASE, answer_text
+from clew.agents.parsing import ANSWER_PHRASE, answer_text, record
+from clew.agents.prompts import labelled
 from clew.agents.seeds import derive_seed
 from clew.envs.base import Env
 
@@ -120,20 +126,21 @@ def system_prompt(env: Env, fmt: Format = "el", backtrack: bool | None = None) -
 
 
 def first_user(env: Env, sid: int, obs: str) -> str:
-    return f"TASK: {env.instructions()}\n[S{sid}] OBSERVATION:\n{obs}\nPREVIOUS ACTION: none"
+    return (f"TASK: {env.task_description()}\n[S{sid}] {labelled('OBSERVATION', obs)}\n"
+            "PREVIOUS ACTION: none")
 
 
 def forward_user(sid: int, obs: str, prev_action: str) -> str:
-    return f"[S{sid}] OBSERVATION:\n{obs}\nPREVIOUS ACTION: {prev_action}"
+    return f"[S{sid}] {labelled('OBSERVATION', obs)}\nPREVIOUS ACTION: {prev_action}"
 
 
 def returned_user(sid: int, obs: str) -> str:
-    return (f"[S{sid}] You returned to an earlier state.\nOBSERVATION:\n{obs}\n"
+    return (f"[S{sid}] You returned to an earlier state.\n{labelled('OBSERVATION', obs)}\n"
             f"PREVIOUS ACTION: backtrack S{sid}")
 
 
 def invalid_user(sid: int, obs: str, action: str) -> str:
-    return (f"[S{sid}] Your previous action was invalid.\nOBSERVATION:\n{obs}\n"
+    return (f"[S{sid}] Your previous action was invalid.\n{labelled('OBSERVATION', obs)}\n"
             f"PREVIOUS ACTION: {action or '(none)'}")
 
 
@@ -230,32 +237,18 @@ class DistilledAgent(BaseAgent):
         chat.seen_steps = len(episode.steps)
         return chat
 
-    def _context_limit(self) -> int | None:
-        if self.context_tokens:
-            return self.context_tokens
-        lm = self.lm
-        return getattr(lm, "max_positions", None) or getattr(lm, "max_model_len", None)
-
     def _fit(self, messages: list[Message], episode: Episode) -> list[Message]:
         """The elided history; shorter still when the model's context would overflow."""
         keep_tail = None if self.max_history_pairs is None else self.max_history_pairs - 2
         msgs = elide(messages, 2, keep_tail)
-        limit, count = self._context_limit(), getattr(self.lm, "prompt_ids", None)
-        if not limit or count is None:
-            return msgs
-        budget = limit - self.sampling["max_tokens"]
-        n_pairs = len(messages) // 2          # (user, assistant) pairs, the pending user included
-        keep_tail = max(1, min(keep_tail or n_pairs, n_pairs - 2))
-        keep_first = min(2, n_pairs - keep_tail)
-        while len(count(msgs)) > budget and (keep_tail > 1 or keep_first > 0):
-            if keep_tail > 1:
-                keep_tail -= 1
-            else:
-                keep_first -= 1
-            msgs = elide(messages, keep_first, keep_tail)
+        lm = self.lm
+        if self.context_tokens:
+            lm = _WithContext(lm, self.context_tokens)
+        fitted = fit_messages(lm, msgs, self.sampling["max_tokens"], "policy")
+        if len(fitted) < len(msgs):
             episode.scratch["distilled_context_cuts"] = (
                 episode.scratch.get("distilled_context_cuts", 0) + 1)
-        return msgs
+        return fitted
 
     async def act(self, episode: Episode) -> Decision:
         chat = self._chat(episode)
@@ -264,12 +257,28 @@ class DistilledAgent(BaseAgent):
                               Sampling(n=1, seed=seed, **self.sampling), role="policy")
         completion = (await call(self.lm, request, episode.usage))[0]
         chat.messages.append({"role": "assistant", "content": completion.text})
-        return decide(completion.text, episode.path)
+        decision = decide(completion.text, episode.path, completion.finish_reason)
+        # read = a backtrack, or an action the env can parse (the env's step decides validity)
+        read = "backtrack" in decision.info or (
+            "parse_error" not in decision.info
+            and episode.env.parse_action(decision.action) is not None)
+        record(episode.usage, "policy", self.lm.spec, [(read, completion.text)])
+        return decision
 
 
-def decide(text: str, path: list[int]) -> Decision:
+class _WithContext:
+    """A model seen with a smaller context (the ``context_tokens`` option)."""
+
+    def __init__(self, lm: LanguageModel, context_length: int):
+        self.lm, self.context_length, self.spec = lm, context_length, lm.spec
+
+    def count_tokens(self, messages: list[Message]) -> int:
+        return self.lm.count_tokens(messages)
+
+
+def decide(text: str, path: list[int], finish_reason: str | None = None) -> Decision:
     """The runner decision for a completion, given the current path of state ids."""
-    action = answer_text(text)
+    action = answer_text(text, finish_reason=finish_reason)
     is_back, target = parse_backtrack(action)
     if is_back:
         if target is None and len(path) > 1:

@@ -1,9 +1,12 @@
 """LM policy: proposals with priors from sampled-action frequencies (``docs/methods/mcts.md``).
 
 One request with ``n = max(2b, n_samples_min)`` samples (the prompt is processed once), each
-completion parsed (:func:`clew.agents.parsing.parse_action`), identical actions merged by
-``env.canonical``, the top-b kept by count (ties: first appearance), priors renormalised over the
-kept ones. The representative raw text of an action is its first sample.
+completion parsed (:func:`clew.agents.parsing.parse_action`, its finish reason included: a
+completion cut by the token limit counts only with a complete answer in it), identical actions
+merged by ``env.canonical``, the top-b kept by count (ties: first appearance), priors
+renormalised over the kept ones. The representative raw text of an action is its first sample.
+Every completion is counted as parsed or not under role ``policy`` (``usage.parses``). The
+prompt is fitted to the model's context (:mod:`clew.agents.fitting`).
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling
+from clew.agents.fitting import fit
+from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, Message, Sampling
 from clew.agents.lm.calls import call
 from clew.agents.options import ACT_SAMPLING, PolicyOptions
-from clew.agents.parsing import parse_action
+from clew.agents.parsing import parse_action, record
 from clew.agents.prompts import Context, policy_messages
 from clew.agents.seeds import derive_seed
 from clew.agents.usage import UsageByRole
@@ -65,28 +69,41 @@ class LMPolicy:
         self.sampling = {"temperature": self.options.temperature, "top_p": self.options.top_p,
                          "max_tokens": self.options.max_tokens}
 
-    def parse(self, ctx: Context, text: str) -> Proposal:
+    def parse(self, ctx: Context, text: str, finish_reason: str | None = None) -> Proposal:
         env = ctx.env
-        action = parse_action(env, text)
+        action = parse_action(env, text, finish_reason=finish_reason)
         if action is None:
             return Proposal(None, "", text, 1)
         return Proposal(action, env.canonical(action), text, 1, 0.0, bool(env.is_stop(action)))
 
+    def _read(self, ctx: Context, comps: Sequence[Completion],
+              usage: UsageByRole | None) -> list[Proposal]:
+        props = [self.parse(ctx, c.text, c.finish_reason) for c in comps]
+        record(usage, "policy", self.lm.spec, [(p.action is not None, p.raw) for p in props])
+        return props
+
+    def messages(self, ctx: Context, reflections: Sequence[dict] = ()) -> list[Message]:
+        """The policy prompt, fitted to the model's context."""
+        return fit(self.lm, self.sampling["max_tokens"],
+                   lambda keep: policy_messages(ctx, reflections, keep=keep),
+                   len(ctx.actions), "policy")
+
     async def propose(self, ctx: Context, reflections: Sequence[dict] = (),
                       usage: UsageByRole | None = None, n: int | None = None) -> list[Proposal]:
         request = ChatRequest(
-            policy_messages(ctx, reflections),
+            self.messages(ctx, reflections),
             Sampling(n=n or self.n, seed=derive_seed(ctx.seed, "policy"), **self.sampling),
             role="policy")
         comps = await call(self.lm, request, usage)
-        return merge_samples([self.parse(ctx, c.text) for c in comps], self.b)
+        return merge_samples(self._read(ctx, comps, usage), self.b)
 
     async def act_once(self, ctx: Context, usage: UsageByRole | None = None) -> Proposal:
         """One ReAct-style sample (``docs/methods/baselines.md#policy-only``)."""
-        request = ChatRequest(policy_messages(ctx),
+        request = ChatRequest(self.messages(ctx),
                               Sampling(n=1, temperature=ACT_SAMPLING.temperature,
                                        top_p=ACT_SAMPLING.top_p,
                                        max_tokens=self.options.max_tokens,
                                        seed=derive_seed(ctx.seed, "react")), role="policy")
         comps = await call(self.lm, request, usage)
-        return self.parse(ctx, comps[0].text if comps else "")
+        props = self._read(ctx, comps, usage)
+        return props[0] if props else Proposal(None, "", "", 1)

@@ -1,17 +1,31 @@
 """Role prompts of the search agents (docs/methods/rmcts.md#policy-prompt), in one place, plus
 the context they render.
 
-Every prompt puts the shared prefix first — the role system text, the env's instructions and
-action grammar, then the task and the trajectory — so vLLM's prefix cache hits across the
+Every prompt puts the shared prefix first — the role system text with the env's task
+description and action grammar, then the trajectory — so vLLM's prefix cache hits across the
 samples of a node, the nodes of a tree and the roles of a step (docs/architecture.md).
 Variable material (reflections, the grading instruction, arguments) goes at the end.
+
+What the env contributes is role-neutral (docs/methods/parsing.md#prompts): its task
+description (``Env.task_description``, no reply format), its action grammar (``action_help``),
+the notation of one action (``answer_format``, which the policy asks for inside its own fence)
+and its observations as ``Env.neutral_observation`` shows them (without the env's own reply
+instructions). No prompt of clew's roles carries an env's "reply with X only". Value, judge,
+debate and rubric prompts show the trajectory as a transcript inside one user turn; the policy
+replays it as chat turns, its own earlier completions as assistant turns. Per-step facts come
+from the observations, never from text computed once per episode. Observation texts that carry
+their own ``OBSERVATION:`` label are not labelled twice.
+
+Every builder of a prompt with a history takes ``keep`` (recent steps shown in full; ``None``:
+all); :mod:`clew.agents.fitting` picks the largest that fits the model's context.
 
 Wording is ours: content and structure follow the methods, the words do not.
 ``PROMPTS_VERSION`` is logged with every tree and run.
 
 Decisions:
 
-* Task text g = ``env.instructions()`` (clew envs state the goal there and in the observation).
+* Task text g = ``env.task_description()`` (clew envs state the goal there and in the
+  observation).
   The success criteria shown to value roles come from ``env.instructions("criteria")`` when the
   env answers it with a different text, else a generic paragraph covering clew's task kinds.
 * Memory keys use ``task_key``, a short form of the task (the first sentences of the
@@ -29,9 +43,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from clew.agents.fitting import elide_pairs, gap_note
 from clew.agents.parsing import ANSWER_PHRASE, RUBRIC_END, RUBRIC_START
 
-PROMPTS_VERSION = "clew-prompts-2"
+PROMPTS_VERSION = "clew-prompts-3"
+_OWN_LABEL = re.compile(r"^\s*OBSERVATION\s*:\s*", re.IGNORECASE)
 REFLECTION_MAX_WORDS = 128   # a reflection's cap in prompts (about 128 tokens)
 
 Message = dict[str, str]
@@ -61,10 +77,18 @@ class Context:
     task_key: str = ""
     env: Any = None
     seed: int | None = None
+    answer_format: str = ""
+    #: how roles show an observation text (the env's ``neutral_observation``); None: as is
+    view: Callable[[str], str] | None = None
 
     @property
     def obs(self) -> str:
         return self.observations[-1]
+
+    def shown(self, i: int) -> str:
+        """Observation ``i`` as prompts show it."""
+        text = self.observations[i]
+        return self.view(text) if self.view is not None else text
 
     def at(self, observations: list[str], actions: list[str], raws: list[str | None],
            final_action: str | None = None, final_raw: str | None = None,
@@ -82,19 +106,21 @@ class Context:
 
 
 def task_context(env: Any, task_id: str) -> Context:
-    """The task part of every role's context, from the env: instructions, grammar, success
-    criteria (when the env answers ``instructions("criteria")`` with a different text) and
-    in-context examples; the trajectory is added per node with :meth:`Context.at`."""
-    task = env.instructions()
+    """The task part of every role's context, from the env: task description, grammar, answer
+    notation, observation view, success criteria (when the env answers
+    ``instructions("criteria")`` with a text of its own) and in-context examples; the trajectory
+    is added per node with :meth:`Context.at`."""
+    task = env.task_description()
     try:
         criteria = env.instructions("criteria")
     except Exception:  # noqa: BLE001 - an env may reject a variant it does not know, any way
         criteria = ""
-    if criteria == task:
+    if criteria in (task, env.instructions()):
         criteria = ""
     return Context(task=task, observations=[], task_key=short_task(task),
                    action_help=env.action_help(), criteria=criteria,
-                   examples=list(env.prompt_examples()), task_id=task_id)
+                   examples=list(env.prompt_examples()), task_id=task_id,
+                   answer_format=env.answer_format(), view=env.neutral_observation)
 
 
 # --- shared pieces -----------------------------------------------------------------------------
@@ -106,14 +132,30 @@ GENERIC_CRITERIA = (
     "environment's tolerance) has been found.")
 
 
+def labelled(label: str, text: str) -> str:
+    """``LABEL:\ntext``; an observation text that starts with its own ``OBSERVATION:`` label
+    (gridmap's do) loses it, so no prompt shows the label twice (issue 16 item 10)."""
+    if label.upper().endswith("OBSERVATION"):
+        text = _OWN_LABEL.sub("", text, count=1)
+    return f"{label}:\n{text}"
+
+
+def answer_rule(ctx: Context) -> str:
+    """The policy's reply format, with the env's notation for the action inside the fence."""
+    rule = (f"End your reply with the phrase \"{ANSWER_PHRASE}\" followed by the action inside "
+            "a triple-backtick fence, and write nothing after it.")
+    if ctx.answer_format:
+        rule += f" Inside the fence, write the action as {ctx.answer_format.rstrip('.')}."
+    return rule
+
+
 def _policy_system(ctx: Context, with_reflections: bool) -> str:
     rules = [
         ("Issue exactly one action per turn, and only actions that are valid in the current "
          "observation."),
         "Try to finish the task in as few actions as possible.",
         "Think step by step about the task, the observation and the history before acting.",
-        (f"End your reply with the phrase \"{ANSWER_PHRASE}\" followed by the action inside a "
-         "triple-backtick fence, and write nothing after it."),
+        answer_rule(ctx),
         "When the task is done, issue the completion action if the environment has one.",
     ]
     if with_reflections:
@@ -121,19 +163,17 @@ def _policy_system(ctx: Context, with_reflections: bool) -> str:
                      "situation.")
     return (
         "You are an autonomous agent that solves tasks in a text environment by issuing actions.\n"
-        "Each turn you receive the task (first turn), the current observation and the previous "
-        "action.\n\n"
+        "Each turn you receive the current observation and your previous action.\n\n"
         f"ENVIRONMENT:\n{ctx.task}\n\nACTIONS:\n{ctx.action_help}\n\nRULES:\n"
         + "\n".join(f"{i}. {r}" for i, r in enumerate(rules, 1)))
 
 
 def _first_user(ctx: Context) -> str:
-    return (f"TASK: {ctx.task}\nRead the task carefully.\nOBSERVATION:\n{ctx.observations[0]}\n"
-            "PREVIOUS ACTION: none")
+    return f"{labelled('OBSERVATION', ctx.shown(0))}\nPREVIOUS ACTION: none"
 
 
 def _later_user(obs: str, prev: str) -> str:
-    return f"OBSERVATION:\n{obs}\nPREVIOUS ACTION: {prev}"
+    return f"{labelled('OBSERVATION', obs)}\nPREVIOUS ACTION: {prev}"
 
 
 def short_task(text: str, max_words: int = 40) -> str:
@@ -155,6 +195,11 @@ def truncate_words(text: str, n: int = REFLECTION_MAX_WORDS) -> str:
 
 
 # --- policy ----------------------------------------------------------------------------------
+def objective(r: dict[str, Any]) -> str:
+    """A reflection's OBJECTIVE line: the short task key, not the whole task text."""
+    return r.get("task_key") or short_task(r.get("task_text", ""))
+
+
 def reflection_block(header: str, refls: Sequence[dict[str, Any]],
                      middle: Callable[[int, dict[str, Any]], str]) -> str:
     """Numbered reflections under ``header``: objective, ``middle`` line, the reflection."""
@@ -162,7 +207,7 @@ def reflection_block(header: str, refls: Sequence[dict[str, Any]],
     for i, r in enumerate(refls, 1):
         if i > 1:
             parts.append("#####")
-        parts += [f"OBJECTIVE ({i}): {r.get('task_text', '')}", middle(i, r),
+        parts += [f"OBJECTIVE ({i}): {objective(r)}", middle(i, r),
                   f"REFLECTION ({i}): {truncate_words(r.get('reflection', ''))}"]
     return "\n".join(parts)
 
@@ -173,8 +218,9 @@ def policy_reflection_block(refls: Sequence[dict[str, Any]]) -> str:
 
 
 def policy_messages(ctx: Context, reflections: Sequence[dict[str, Any]] = (),
-                    icl_max_history_actions: int = 2) -> list[Message]:
-    """Policy prompt: system, examples (short histories), the replayed trajectory."""
+                    icl_max_history_actions: int = 2, keep: int | None = None) -> list[Message]:
+    """Policy prompt: system, examples (short histories), the replayed trajectory (the last
+    ``keep`` steps after the first exchange; see :func:`clew.agents.fitting.elide_pairs`)."""
     msgs: list[Message] = [{"role": "system",
                             "content": _policy_system(ctx, bool(reflections))}]
     if len(ctx.actions) < icl_max_history_actions:
@@ -184,19 +230,21 @@ def policy_messages(ctx: Context, reflections: Sequence[dict[str, Any]] = (),
     for i, action in enumerate(ctx.actions):
         raw = ctx.raws[i] if i < len(ctx.raws) and ctx.raws[i] else \
             f"{ANSWER_PHRASE}\n```\n{action}\n```"
-        turns += [raw, _later_user(ctx.observations[i + 1], action)]
+        turns += [raw, _later_user(ctx.shown(i + 1), action)]
     last = turns[-1]
     if reflections:
         last = (policy_reflection_block(reflections) + "\n\n" + last +
                 "\nWeigh the task, the history and the reflections above when you plan your "
                 "next action.")
     turns[-1] = last
-    for i, text in enumerate(turns):
-        msgs.append({"role": "user" if i % 2 == 0 else "assistant", "content": text})
-    return msgs
+    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": text}
+               for i, text in enumerate(turns)]
+    if keep is not None:
+        history = elide_pairs(history, len(ctx.actions) - keep)
+    return msgs + history
 
 
-# --- value: replay ---------------------------------------------------------------------------
+# --- value: the trajectory as a transcript ---------------------------------------------------
 SA_CODES = (
     "A: the task is already accomplished (the required state has been reached, or a correct "
     "final answer was given); nothing more is needed.\n"
@@ -224,41 +272,41 @@ def value_system(ctx: Context, with_grammar: bool = False) -> str:
             "succeeded and, if not, whether it is on track.\n\n"
             f"ENVIRONMENT:\n{ctx.task}\n\n{ctx.criteria or GENERIC_CRITERIA}")
     if with_grammar and ctx.action_help:
-        text += f"\n\nACTIONS:\n{ctx.action_help}"
+        text += f"\n\nACTIONS THE AGENT MAY TAKE:\n{ctx.action_help}"
     return text
 
 
-def replay_messages(ctx: Context, window: int) -> list[Message]:
-    """The trajectory as a conversation for value roles: first turn (task + o_0), first action,
-    then the last ``window`` (observation, action) pairs; the final user turn is left open and
-    returned as its text in the last message (callers append to it). Actions are canonical.
-    """
+def transcript(ctx: Context, window: int | None = None, keep: int | None = None) -> str:
+    """The trajectory as text for value roles: the initial observation, the first step, then
+    the last ``window`` steps (action and the observation after it), a note where steps were
+    left out, and the final action of a STOP node. Actions are canonical. With ``keep`` (fitting
+    the context) only the initial observation and the last ``min(window, keep)`` steps."""
     n = len(ctx.actions)
-    msgs: list[Message] = [{"role": "user", "content":
-                            f"TASK: {ctx.task}\nINITIAL OBSERVATION:\n{ctx.observations[0]}"}]
-    if n == 0:
-        return msgs
-    msgs.append({"role": "assistant", "content": f"ACTION: {ctx.actions[0]}"})
-    start = max(1, n - window)
-    if start > 1:
-        msgs.append({"role": "user", "content":
-                     f"(skipping ahead: {start - 1} earlier step(s) omitted)\n"
-                     f"OBSERVATION:\n{ctx.observations[start]}"})
-        msgs.append({"role": "assistant", "content": f"ACTION: {ctx.actions[start]}"})
-        start += 1
-    for i in range(start, n):
-        msgs.append({"role": "user", "content": f"OBSERVATION:\n{ctx.observations[i]}"})
-        msgs.append({"role": "assistant", "content": f"ACTION: {ctx.actions[i]}"})
-    msgs.append({"role": "user", "content": f"LATEST OBSERVATION:\n{ctx.obs}"})
-    return msgs
-
-
-def _final_turn(msgs: list[Message], ctx: Context) -> list[Message]:
+    shown = n if window is None else max(1, window)
+    if keep is not None:
+        shown = min(shown, max(1, keep))
+    lines = ["THE AGENT'S TRAJECTORY SO FAR:", labelled("INITIAL OBSERVATION", ctx.shown(0))]
+    recent = range(max(1, n - shown + 1), n + 1)
+    # the first step stays beside the recent ones, unless the context made prompts drop steps
+    steps = sorted({*recent} if keep is not None else {1, *recent}) if n else []
+    prev = 0
+    for i in range(1, n + 1):
+        if i not in steps:
+            continue
+        if i - prev > 1:
+            lines.append(gap_note(i - prev - 1))
+        label = "LATEST OBSERVATION" if i == n else f"OBSERVATION AFTER ACTION {i}"
+        lines += [f"ACTION {i}: {ctx.actions[i - 1]}", labelled(label, ctx.shown(i))]
+        prev = i
     if ctx.final_action is not None:
-        extra = f"\nTHE AGENT'S FINAL ACTION: {ctx.final_action}"
-        if msgs[-1]["role"] == "user":
-            msgs[-1] = {"role": "user", "content": msgs[-1]["content"] + extra}
-    return msgs
+        lines.append(f"THE AGENT'S FINAL ACTION: {ctx.final_action}")
+    return "\n".join(lines)
+
+
+def replay_messages(ctx: Context, window: int, keep: int | None = None) -> list[Message]:
+    """The trajectory for value roles: one user turn holding :func:`transcript` (callers append
+    their instructions to it)."""
+    return [{"role": "user", "content": transcript(ctx, window, keep)}]
 
 
 def value_reflection_block(refls: Sequence[dict[str, Any]]) -> str:
@@ -267,10 +315,15 @@ def value_reflection_block(refls: Sequence[dict[str, Any]]) -> str:
         lambda i, r: "(the agent's actions and the arguments of that case are omitted)")
 
 
+def _with_tail(system: str, ctx: Context, window: int, keep: int | None,
+               tail: Sequence[str]) -> list[Message]:
+    body = transcript(ctx, window, keep) + "\n\n" + "\n\n".join(tail)
+    return [{"role": "system", "content": system}, {"role": "user", "content": body}]
+
+
 def sa_value_messages(ctx: Context, window: int, reflections: Sequence[dict] = (),
-                      rubric: str | None = None) -> list[Message]:
+                      rubric: str | None = None, keep: int | None = None) -> list[Message]:
     """Single-agent grading prompt (docs/methods/rmcts.md)."""
-    msgs = _final_turn(replay_messages(ctx, window), ctx)
     tail = []
     if reflections:
         tail.append(value_reflection_block(reflections))
@@ -280,15 +333,12 @@ def sa_value_messages(ctx: Context, window: int, reflections: Sequence[dict] = (
     if reflections:
         tail.append("Use the reflections above when they apply.")
     tail.append(OUTPUT_FORMAT)
-    msgs[-1] = {"role": msgs[-1]["role"], "content": msgs[-1]["content"] + "\n\n" + "\n\n".join(tail)}
-    if msgs[-1]["role"] != "user":
-        msgs.append({"role": "user", "content": "\n\n".join(tail)})
-    return [{"role": "system", "content": value_system(ctx)}] + msgs
+    return _with_tail(value_system(ctx), ctx, window, keep, tail)
 
 
 def rubric_messages(ctx: Context, reflections: Sequence[dict] = ()) -> list[Message]:
     """Rubric prompt (docs/methods/rmcts.md): at most four yes/no checks between markers."""
-    text = (f"TASK: {ctx.task}\nINITIAL OBSERVATION:\n{ctx.observations[0]}\n\n")
+    text = labelled("INITIAL OBSERVATION", ctx.shown(0)) + "\n\n"
     if reflections:
         text += value_reflection_block(reflections) + "\n\n"
     text += ("Write at most four simple yes/no checks derived from the task, such that any wrong "
@@ -310,20 +360,18 @@ OPPOSE = ("Argue, with the strongest specific evidence available, that the agent
           "observations and the actions. At most about 100 words.")
 
 
-def argument_messages(ctx: Context, side: str, window: int) -> list[Message]:
+def argument_messages(ctx: Context, side: str, window: int,
+                      keep: int | None = None) -> list[Message]:
     """Support or oppose argument prompt (docs/methods/rmcts.md)."""
     if side not in ("support", "oppose"):
         raise ValueError(f"debate side must be support|oppose, got {side!r}")
-    msgs = _final_turn(replay_messages(ctx, window), ctx)
     instr = SUPPORT if side == "support" else OPPOSE
-    msgs[-1] = {"role": "user", "content": msgs[-1]["content"] + "\n\n" + instr}
-    return [{"role": "system", "content": value_system(ctx, with_grammar=True)}] + msgs
+    return _with_tail(value_system(ctx, with_grammar=True), ctx, window, keep, [instr])
 
 
 def judge_messages(ctx: Context, support: str, oppose: str, order: str, window: int,
-                   reflections: Sequence[dict] = ()) -> list[Message]:
+                   reflections: Sequence[dict] = (), keep: int | None = None) -> list[Message]:
     """Judge prompt (docs/methods/rmcts.md); ``order`` is ``oppose_first`` or ``support_first``."""
-    msgs = _final_turn(replay_messages(ctx, window), ctx)
     pro = f"REASONS THE AGENT IS ON TRACK:\n{support}"
     con = f"REASONS THE AGENT IS NOT ON TRACK:\n{oppose}"
     args = [con, pro] if order == "oppose_first" else [pro, con]
@@ -337,8 +385,7 @@ def judge_messages(ctx: Context, support: str, oppose: str, order: str, window: 
     tail.append("Use the arguments" + (" and the reflections" if reflections else "") +
                 " when they are supported by the evidence.")
     tail.append(OUTPUT_FORMAT)
-    msgs[-1] = {"role": "user", "content": msgs[-1]["content"] + "\n\n" + "\n\n".join(tail)}
-    return [{"role": "system", "content": value_system(ctx, with_grammar=True)}] + msgs
+    return _with_tail(value_system(ctx, with_grammar=True), ctx, window, keep, tail)
 
 
 # --- policy reflection -----------------------------------------------------------------------
@@ -350,10 +397,10 @@ def _agent_role(ctx: Context) -> str:
 def expectation_messages(ctx: Context, t: int, window: int) -> list[Message]:
     """Call 1 of policy reflection: what do you expect right after a_t? (docs/methods/rmcts.md)."""
     lo = max(0, t - window)
-    lines = [f"TASK: {ctx.task}"]
+    lines = []
     for i in range(lo, t):
-        lines += [f"OBSERVATION:\n{ctx.observations[i]}", f"ACTION: {ctx.actions[i]}"]
-    lines.append(f"CURRENT OBSERVATION:\n{ctx.observations[t]}")
+        lines += [labelled("OBSERVATION", ctx.shown(i)), f"ACTION: {ctx.actions[i]}"]
+    lines.append(labelled("CURRENT OBSERVATION", ctx.shown(t)))
     return [{"role": "system", "content": _agent_role(ctx)},
             {"role": "user", "content": "\n".join(lines)},
             {"role": "assistant", "content": f"Action: {ctx.raws[t] or ctx.actions[t]}"},
@@ -364,18 +411,18 @@ def expectation_messages(ctx: Context, t: int, window: int) -> list[Message]:
 def contrast_messages(ctx: Context, t: int, expectation: str, next_obs: str,
                       success: bool) -> list[Message]:
     """Call 2 of policy reflection: contrast expectation and reality (docs/methods/rmcts.md)."""
-    earlier = "\n".join(f"{i + 1}. {ctx.raws[i] or ctx.actions[i]}" for i in range(t)) or "(none)"
+    earlier = "\n".join(f"{i + 1}. {ctx.actions[i]}" for i in range(t)) or "(none)"
     return [
         {"role": "system", "content": _agent_role(ctx)},
-        {"role": "user", "content": f"YOUR EARLIER ACTIONS:\n{earlier}\n\nOBSERVATION:\n"
-                                    f"{ctx.observations[t]}\n\nTASK: {ctx.task}"},
+        {"role": "user", "content": f"YOUR EARLIER ACTIONS:\n{earlier}\n\n"
+                                    f"{labelled('OBSERVATION', ctx.shown(t))}"},
         {"role": "assistant", "content": f"{ctx.raws[t] or ctx.actions[t]}\n\nExpectation for "
                                          f"the next observation: {expectation}"},
         {"role": "user", "content":
-            f"ACTUAL NEXT OBSERVATION:\n{next_obs}\n\nWas this what you expected? If not, what "
-            "does it teach you about how this environment works? What would you do differently "
-            "at a high level if you met this situation again? Do not name specific actions or "
-            "answers. At most about 100 words. In the end the task was evaluated as "
+            f"{labelled('ACTUAL NEXT OBSERVATION', next_obs)}\n\nWas this what you expected? If "
+            "not, what does it teach you about how this environment works? What would you do "
+            "differently at a high level if you met this situation again? Do not name specific "
+            "actions or answers. At most about 100 words. In the end the task was evaluated as "
             f"{'successful' if success else 'failed'}."},
     ]
 
@@ -388,11 +435,9 @@ def pseudo_outcome_observation(success: bool) -> str:
 # --- value reflection ------------------------------------------------------------------------
 def value_expectation_messages(ctx: Context, final: bool, window: int = 2) -> list[Message]:
     """Expectation mode, call 1: what should the agent do next (or how did it do)?"""
-    msgs = _final_turn(replay_messages(ctx, window), ctx)
     ask = ("How well did the agent do against the task, and why?" if final else
            "What should the agent do next to finish the task?")
-    msgs[-1] = {"role": "user", "content": msgs[-1]["content"] + "\n\n" + ask}
-    return [{"role": "system", "content": value_system(ctx)}] + msgs
+    return _with_tail(value_system(ctx), ctx, window, None, [ask])
 
 
 def value_contrast_messages(ctx: Context, final: bool, expectation: str, later_actions: list[str],
@@ -413,9 +458,10 @@ def judge_critique_messages(ctx: Context, support: str, oppose: str, success: bo
                             window: int = 4) -> list[Message]:
     """Judge-critique mode (docs/methods/reflection-memory.md#value-reflection): a deliberately
     flipped conclusion to correct."""
-    msgs = _final_turn(replay_messages(ctx, window), ctx)
     wrong = ("Conclusion: the agent is making good progress and will succeed." if not success else
              "Conclusion: the agent is making poor progress and will fail.")
+    msgs = _with_tail(value_system(ctx, with_grammar=True), ctx, window, None,
+                      ["Weigh the arguments for and against the agent."])
     msgs.append({"role": "assistant", "content":
                  f"REASONS THE AGENT IS ON TRACK:\n{support}\n\nREASONS THE AGENT IS NOT ON "
                  f"TRACK:\n{oppose}\n\n{wrong}"})
@@ -424,4 +470,4 @@ def judge_critique_messages(ctx: Context, support: str, oppose: str, success: bo
     msgs.append({"role": "user", "content":
                  f"{hint} Which of the arguments were wrong, and what advice would help a judge "
                  "decide better next time? At most about 100 words."})
-    return [{"role": "system", "content": value_system(ctx, with_grammar=True)}] + msgs
+    return msgs

@@ -20,18 +20,21 @@ Built on the Env API only, so it runs on every environment:
   (:func:`~clew.agents.seeds.derive_seed` of the agent seed, task seed, episode key, step and
   attempt), so episodes replay exactly with seeded backends.
 
-**Parsing**: :func:`clew.agents.parsing.parse_action`, the rule every role shares. An env may
-declare ``parse_retries = k``: the same prompt is sent again with a new seed, and every call's
-tokens are counted.
+**Parsing**: :func:`clew.agents.parsing.parse_action`, the rule every role shares (with the
+completion's finish reason: a cut one counts only with a complete answer in it); every
+completion is counted as parsed or not under role ``policy``. An env may declare
+``parse_retries = k``: the same prompt is sent again with a new seed, and every call's tokens
+are counted.
 
 An unparsable answer is returned as ``Decision(action=<raw text>)``: the env's ``step`` then applies
 its own rule for invalid actions (it never raises), and the episode records it as invalid. Usage
 goes to ``episode.usage`` under role ``"policy"``. ``LMError`` (a dead server) propagates to the
 runner, which keeps the episodes already finished.
 
-Decision: the context-overflow elision of the policy prompt (keep the first 2 and last 6 pairs)
-is not applied automatically, since the agent does not know the model's context;
-``max_history`` turns it on (keep the first 2 and the last ``max_history - 2`` pairs).
+Context: the prompt is fitted to the model's context (:func:`clew.agents.fitting.fit_messages`:
+the oldest turns after the first exchange go first, with a note where they were). ``max_history``
+caps the history regardless of the context (keep the first 2 and the last ``max_history - 2``
+pairs).
 """
 
 from __future__ import annotations
@@ -39,11 +42,12 @@ from __future__ import annotations
 from typing import Any
 
 from clew.agents.base import BaseAgent, Decision, Episode
+from clew.agents.fitting import fit_messages
 from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
 from clew.agents.lm.calls import call
 from clew.agents.lm.spec import load_model
 from clew.agents.options import ACT_SAMPLING
-from clew.agents.parsing import ANSWER_PHRASE, parse_action
+from clew.agents.parsing import ANSWER_PHRASE, parse_action, record
 from clew.agents.seeds import derive_seed
 
 
@@ -124,11 +128,14 @@ class ReActAgent(BaseAgent):
         raw = ""
         action = None
         attempt = 0
+        messages = fit_messages(self.lm, messages, self.sampling["max_tokens"], "policy")
         for attempt in range(retries + 1):
             request = ChatRequest(messages, Sampling(n=1, seed=self._seed(episode, attempt),
                                                      **self.sampling), role="policy")
-            raw = (await call(self.lm, request, episode.usage))[0].text
-            action = parse_action(env, raw, self.answer_phrase)
+            completion = (await call(self.lm, request, episode.usage))[0]
+            raw = completion.text
+            action = parse_action(env, raw, self.answer_phrase, completion.finish_reason)
+            record(episode.usage, "policy", self.lm.spec, [(action is not None, raw)])
             if action is not None:
                 break
         episode.scratch["react"]["pairs"].append((user, raw))

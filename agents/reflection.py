@@ -31,10 +31,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling
+from clew.agents.fitting import fit_messages
+from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, Sampling
 from clew.agents.lm.calls import call
 from clew.agents.memory import ReflectionMemory, text_hash
 from clew.agents.options import ReflectionOptions
+from clew.agents.parsing import parse_free_text, record
 from clew.agents.prompts import (
     Context,
     contrast_messages,
@@ -186,10 +188,15 @@ class Reflector:
         self.expect_window, self.seed = options.policy.expect_window, seed
 
     async def _one(self, messages, usage: UsageByRole | None, *seed_parts) -> str:
+        # fitted to the context, read and counted like every role (docs/methods/parsing.md)
+        messages = fit_messages(self.lm, messages, self.sampling["max_tokens"], "reflection")
         req = ChatRequest(messages, Sampling(n=1, seed=derive_seed(self.seed, *seed_parts),
                                              **self.sampling), role="reflection")
         comps = await call(self.lm, req, usage)
-        return comps[0].text.strip() if comps else ""
+        comp = comps[0] if comps else Completion("")
+        text = parse_free_text(comp.text, comp.finish_reason)
+        record(usage, "reflection", self.lm.spec, [(text is not None, comp.text)])
+        return text or ""
 
     async def reflect_policy(self, rec: TaskRecord, t: int, success: bool,
                              usage: UsageByRole | None = None) -> tuple[str, str, str]:

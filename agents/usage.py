@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from clew.agents.parsing import ParseTally
+
 
 @dataclass
 class Usage:
@@ -25,7 +27,12 @@ class Usage:
 
 
 class UsageByRole(dict):
-    """``{role: Usage}``; ``record`` adds one call's usage under a role."""
+    """``{role: Usage}``; ``record`` adds one call's usage under a role. ``parses`` counts the
+    completions each role could and could not read (:class:`clew.agents.parsing.ParseTally`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.parses = ParseTally()
 
     def record(self, role: str, usage: Usage) -> None:
         self.setdefault(role, Usage()).add(usage)

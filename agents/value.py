@@ -8,10 +8,17 @@ one request with ``n`` samples for a status code A–E and averages the mapped l
 Decisions:
 
 * ``scale="unit"`` by default; ``"signed"`` for parity with the R-MCTS_MAD code.
-* ``parse_failure="skip"``: unparseable samples are left out of the mean; if all fail, v = 0
-  and the record is flagged ``all_failed``; ``"zero"`` counts them as 0 (code parity).
+* ``parse_failure="skip"``: unparseable samples are left out of the mean; if all fail (or
+  there are none) the value is unknown: ``v = None`` and the record is flagged ``all_failed``;
+  the search then backs up the parent's estimate instead (docs/methods/debate.md#unknown-values).
+  ``"zero"`` counts failures as 0 (code parity; an all-failed record is still flagged).
+* Samples are read by :func:`clew.agents.parsing.parse_status` with their finish reason (a
+  sample cut by the token limit counts only with a complete status code in it); every sample is
+  counted as parsed or not under its role (``value`` or ``judge``) in ``usage.parses``.
 * ``rubric=True``: one rubric request per task (cached per task text and reflection ids),
-  temperature 0 without reflections and 0.7 with; grading at the paper's 1.0 / 0.95.
+  temperature 0 without reflections and 0.7 with; grading at the paper's 1.0 / 0.95. A rubric
+  that cannot be read is left out of the grading prompt and counted under role ``rubric``.
+* Prompts are fitted to the model's context (:mod:`clew.agents.fitting`).
 * Value reflections go into the grading prompt and into the rubric prompt (``sa_refl_target``
   "both").
 * Failures: a request the backend gives up on raises :class:`ValueCallError` naming the role
@@ -27,10 +34,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clew.agents.fitting import fit
 from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError, Sampling
 from clew.agents.lm.calls import call
 from clew.agents.options import ValueOptions
-from clew.agents.parsing import parse_rubric, parse_status, parse_thoughts
+from clew.agents.parsing import parse_rubric, parse_status, parse_thoughts, record
 from clew.agents.prompts import Context, rubric_messages, sa_value_messages
 from clew.agents.seeds import derive_seed
 from clew.agents.usage import UsageByRole
@@ -61,25 +69,29 @@ def scale_bounds(scale: str) -> tuple[float, float]:
     return (-1.0 if scale == "signed" else 0.0), 1.0
 
 
-def aggregate(letters: Sequence[str | None], scale: str, parse_failure: str) -> tuple[float, int, bool]:
-    """Mean mapped value; returns (v, n_parse_fail, all_failed) (docs/methods/debate.md)."""
+def aggregate(letters: Sequence[str | None], scale: str,
+              parse_failure: str) -> tuple[float | None, int, bool]:
+    """Mean mapped value; returns (v, n_parse_fail, all_failed) (docs/methods/debate.md).
+
+    ``all_failed`` is true when no sample was read, an empty list included; ``v`` is then
+    ``None`` (unknown) under ``"skip"`` and 0 under ``"zero"``."""
     if parse_failure not in ("skip", "zero"):
         raise ValueError(f"value.parse_failure must be skip|zero, got {parse_failure!r}")
     table = SCALES[scale]
     fails = sum(1 for x in letters if x is None)
+    all_failed = fails == len(letters)
     if parse_failure == "zero":
         vals = [table[x] if x else 0.0 for x in letters]
-    else:
-        vals = [table[x] for x in letters if x]
-    all_failed = bool(letters) and fails == len(letters)
-    return (sum(vals) / len(vals) if vals else 0.0), fails, all_failed
+        return (sum(vals) / len(vals) if vals else 0.0), fails, all_failed
+    vals = [table[x] for x in letters if x]
+    return (sum(vals) / len(vals) if vals else None), fails, all_failed
 
 
 @dataclass
 class ValueRecord:
     """What one evaluation produced (docs/methods/debate.md); JSON-able via ``to_dict``."""
 
-    v: float
+    v: float | None                 # None: unknown (every sample failed to parse)
     kind: str = "single"
     samples: list[tuple[str | None, str]] = field(default_factory=list)
     n_parse_fail: int = 0
@@ -182,10 +194,13 @@ class LMValueFunction:
         return config_hash([self.method, section.model_dump(), self.scale, self.parse_failure,
                             self.lm.spec])
 
-    def grade(self, texts: Sequence[str], reflections: Sequence[dict],
+    def grade(self, comps: Sequence[Completion], reflections: Sequence[dict],
+              usage: UsageByRole | None = None, role: str = "value",
               **extra: Any) -> ValueRecord:
         """The record of graded samples: mapped letters averaged on the scale."""
-        letters = [parse_status(t) for t in texts]
+        texts = [c.text for c in comps]
+        letters = [parse_status(c.text, c.finish_reason) for c in comps]
+        record(usage, role, self.lm.spec, [(x is not None, t) for x, t in zip(letters, texts)])
         v, fails, all_failed = aggregate(letters, self.scale, self.parse_failure)
         return ValueRecord(v=v, kind=self.method, samples=list(zip(letters, texts)),
                            n_parse_fail=fails, all_failed=all_failed,
@@ -208,24 +223,31 @@ class SingleValue(LMValueFunction):
         self._rubrics: dict[str, str] = {}
 
     async def rubric(self, ctx: Context, reflections: Sequence[dict] = (),
-                     usage: UsageByRole | None = None) -> str:
-        """The per-task rubric (one request per task text and reflection set)."""
+                     usage: UsageByRole | None = None) -> str | None:
+        """The per-task rubric (one request per task text and reflection set); None when the
+        model's answer holds none."""
         key = json.dumps([ctx.task_id, ctx.task, ctx.observations[0],
                           [r.get("id") for r in reflections]])
         if key not in self._rubrics:
-            req = ChatRequest(rubric_messages(ctx, reflections),
+            max_tokens = self.sampling["max_tokens"]
+            req = ChatRequest(fit(self.lm, max_tokens,
+                                  lambda keep: rubric_messages(ctx, reflections), 0, "rubric"),
                               Sampling(n=1, temperature=0.7 if reflections else 0.0, top_p=1.0,
-                                       max_tokens=self.sampling["max_tokens"],
+                                       max_tokens=max_tokens,
                                        seed=derive_seed(ctx.seed, "rubric")), role="value")
             comps = await value_call(self.lm, req, usage)
-            self._rubrics[key] = parse_rubric(comps[0].text if comps else "")
+            text, reason = (comps[0].text, comps[0].finish_reason) if comps else ("", None)
+            self._rubrics[key] = parse_rubric(text, reason)
+            record(usage, "rubric", self.lm.spec, [(self._rubrics[key] is not None, text)])
         return self._rubrics[key]
 
     async def evaluate(self, ctx: Context, reflections: Sequence[dict] = (),
                        usage: UsageByRole | None = None) -> ValueRecord:
         rubric = await self.rubric(ctx, reflections, usage) if self.use_rubric else None
-        req = ChatRequest(sa_value_messages(ctx, self.window, reflections, rubric),
-                          Sampling(n=self.n, seed=derive_seed(ctx.seed, "value"), **self.sampling),
-                          role="value")
+        messages = fit(self.lm, self.sampling["max_tokens"],
+                       lambda keep: sa_value_messages(ctx, self.window, reflections, rubric, keep),
+                       len(ctx.actions), "value")
+        req = ChatRequest(messages, Sampling(n=self.n, seed=derive_seed(ctx.seed, "value"),
+                                             **self.sampling), role="value")
         comps = await value_call(self.lm, req, usage)
-        return self.grade([c.text for c in comps], reflections, rubric=rubric)
+        return self.grade(comps, reflections, usage, "value", rubric=rubric)

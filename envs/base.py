@@ -23,6 +23,9 @@ not care; callers use these names directly (no ``getattr``). An env overrides on
 ``history_window``  chat turns a prompting agent keeps; default ``None`` (all)
 ``parse_retries``   re-asks a prompting agent makes on an unparsable answer; default 0
 ``prompt_examples`` in-context (user, assistant) pairs for prompts; default none
+``task_description`` the task for any role, without a reply format; default ``instructions()``
+``answer_format``   how one action is written (notation only); default ``action_help()``
+``neutral_observation`` an observation without the env's reply instructions; default as is
 ``answered``        whether an action's answer is already known (asking again is refused)
 ``budget``          the query budget the task states to the agent; default ``None``
 ``progress``        ground-truth progress in [0, 1] for heuristic roles and metrics
@@ -190,10 +193,31 @@ class Env(ABC):
     # --- text for agents -----------------------------------------------------------------
     @abstractmethod
     def instructions(self, variant: str = "default") -> str:
-        """The task instructions for the system prompt."""
+        """The env's own full prompt for an agent that answers in its format (ReAct): the task
+        and how to reply."""
+
+    def task_description(self, variant: str = "default") -> str:
+        """The task for any role (policy, value, judge, reflection): the world, the goal, the
+        rules, and no reply format, so that a role can add its own without contradicting it
+        (docs/methods/parsing.md#prompts). Default: :meth:`instructions`, right for an env
+        whose instructions say nothing about how to reply."""
+        return self.instructions(variant)
+
+    def answer_format(self) -> str:
+        """How one action is written, as a noun phrase without "reply"/"only" (``a JSON object
+        naming one direction, e.g. {"action": "up"}``); roles that reason before answering put
+        it inside their own format. Default: :meth:`action_help`."""
+        return self.action_help()
+
+    def neutral_observation(self, text: str) -> str:
+        """An observation text as clew's roles show it: without reply instructions the env
+        writes into every observation (TextMiniGrid's instruction block). Default: unchanged."""
+        return text
 
     def action_help(self) -> str:
-        """The action grammar, for prompts."""
+        """The action grammar, for prompts: which actions exist and what they do, with no reply
+        format. Families whose actions depend on the state leave the current ones to the
+        observation (a text computed once would go stale)."""
         return "Actions: " + ", ".join(self.legal_actions())
 
     def parse_action(self, text: str) -> str | None:

@@ -59,6 +59,8 @@ ENVS: dict[str, EnvEntry] = {
                              "clew.envs.textminigrid.generator:generate_task",
                              trace="clew.envs.textminigrid.trace:trace",
                              levels=("difficulty", "rooms", "density")),
+    "browsergym": EnvEntry("clew.envs.browsergym.env:BrowserGymEnv",
+                           "clew.envs.browsergym.tasks:generate_task", levels=("group",)),
 }
 
 

@@ -56,6 +56,11 @@ class EvalConfig(BaseModel):
     resume: bool = False
     shard: str | None = None
     limit: int | None = Field(None, ge=1, description="run only the first N tasks")
+    parse_failure_rate: float | None = Field(
+        0.5, ge=0, le=1, description="stop the run when a role fails to parse more than this "
+                                     "share of its outputs; null = never (docs/methods/parsing.md)")
+    parse_failure_min_outputs: int = Field(
+        50, ge=1, description="outputs a role must have read before parse_failure_rate applies")
 
     @model_validator(mode="before")
     @classmethod

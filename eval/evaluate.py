@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from clew.agents.lm.spec import experiment_options, loaded_engine_settings
 from clew.envs.registry import env_class
 from clew.envs.suites import resolve
 from clew.eval.agents import (
@@ -28,6 +29,23 @@ MAX_TASK_ROWS = 12  # summaries list tasks one by one for suites this small
 # Fields that must not change when a run is resumed.
 RESUME_KEYS = ("agent", "agent_options", "suite", "repeats", "env_options", "max_steps",
                "max_invalid_streak", "repeat_limit", "shard", "limit")
+
+
+def comparable(config: dict[str, Any], key: str) -> Any:
+    """A config field as resume and merge compare it: engine-only model options (tensor-parallel
+    size, memory fraction, batch limits, ...) do not make another experiment."""
+    value = config.get(key)
+    return experiment_options(value) if key == "agent_options" else value
+
+
+def check_resume(run: RunDir, old: dict[str, Any], config: dict[str, Any]) -> None:
+    """Refuse to resume ``run`` (recorded with ``old``) with a config that differs in a field
+    that defines the run. Called by :meth:`RunDir.open` under the directory's lock."""
+    for key in RESUME_KEYS:
+        if comparable(old, key) != comparable(config, key):
+            raise ConfigError(f"cannot resume {run.path}: config field {key!r} was "
+                              f"{old.get(key)!r}, now {config.get(key)!r} (leave it out to use "
+                              f"the run's, or choose another --out)")
 
 
 def default_out(cfg: EvalConfig) -> str:
@@ -133,7 +151,10 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
     record["out"] = str(run.path)
     record["clew_version"] = clew_version()
     record["git_commit"] = git_commit()
-    run.open(record, resume=cfg.resume, compare=RESUME_KEYS)
+    engines = loaded_engine_settings()  # check_agent built the models: what they run with
+    if engines:
+        record["engines"] = engines
+    run.open(record, resume=cfg.resume, check=lambda old: check_resume(run, old, record))
     try:
         options = live_options(cfg.agent, record["agent_options"], run)
         counts = asyncio.run(run_suite(
@@ -141,6 +162,8 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
             repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
             max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak,
             repeat_limit=cfg.repeat_limit, progress=progress,
+            parse_stop=(None if cfg.parse_failure_rate is None else
+                        (cfg.parse_failure_rate, cfg.parse_failure_min_outputs)),
         ))
         agg = finalize(run)
     finally:

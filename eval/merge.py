@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clew.eval.evaluate import RESUME_KEYS, finalize
+from clew.eval.evaluate import RESUME_KEYS, comparable, finalize
 from clew.records import RunDir, atomic_write_text, dumps, read_jsonl
 from clew.records.lock import LOCK_NAME
 from clew.records.rundir import differing_fields
@@ -83,7 +83,7 @@ def check_compatible(shards: list[Shard]) -> None:
         for key in RESUME_KEYS:
             if key == "shard":
                 continue
-            if first.config.get(key) != other.config.get(key):
+            if comparable(first.config, key) != comparable(other.config, key):
                 raise MergeError(
                     f"cannot merge {first.run.path} and {other.run.path}: config field {key!r} "
                     f"is {first.config.get(key)!r} in one and {other.config.get(key)!r} in the "
@@ -177,7 +177,9 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path, *,
     config["out"] = str(out)
     config["merged_from"] = [{"path": str(s.run.path), "shard": s.config.get("shard"),
                               "episodes": len(s.episodes),
-                              "git_commit": s.config.get("git_commit")} for s in shards]
+                              "git_commit": s.config.get("git_commit"),
+                              **({"engines": s.config["engines"]} if s.config.get("engines")
+                                 else {})} for s in shards]
     run = RunDir(out)
     run.open(config, resume=False)  # refuses a directory that already holds a run
     try:

@@ -363,6 +363,22 @@ def usage_table(runs: list[Run]) -> Table | None:
                  [0, 0, 2, 0, 0])
 
 
+def failures_table(runs: list[Run]) -> Table:
+    """Parse failures per role and context-length failures (docs/methods/parsing.md)."""
+    rows: list[list[Cell]] = []
+    for r in runs:
+        for role, p in r.agg.get("parse_failures", {}).items():
+            rows.append([r.name, f"parse: {role}", p.get("model", ""), p["failures"],
+                         p["outputs"], p["rate"]])
+        n = r.agg["episodes"]
+        ctx = r.agg.get("context_length_failures", 0)
+        rows.append([r.name, "context length (episodes)", "", ctx, n, ctx / n if n else math.nan])
+    return Table("failures", "Parse and context-length failures",
+                 ["run", "what", "model", "failures", "of", "rate"], rows, [0, 0, 0, 0, 0, 3],
+                 "Parse failures are counted per completion a role read; context-length "
+                 "failures per episode (stopped_by = context_length).")
+
+
 def _find_key(options: Any, keys: tuple[str, ...]) -> float | None:
     """First of ``keys`` found in a (nested) options mapping, breadth first."""
     queue = [options]
@@ -470,6 +486,7 @@ def build_tables(runs: list[Run], react: Run | None) -> dict[str, Table]:
         if t is not None:
             tables[t.key] = t
     tables["compute"] = compute_table(runs)
+    tables["failures"] = failures_table(runs)
     return tables
 
 

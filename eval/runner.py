@@ -23,6 +23,15 @@ simulated queries are asked for real while it searches (``Episode.charge``) and 
 executed steps; the query it then commits is not asked twice when the search already paid for it.
 A search that charges nothing new and commits a known query ends the episode
 (``stopped_by = "no_new_queries"``).
+
+Failures that are not the run's (docs/methods/parsing.md#context-length): a request that does not
+fit the model's context even with its history elided raises
+:class:`~clew.agents.lm.base.ContextLengthError`; the episode ends there with ``stopped_by =
+"context_length"`` and ``outcome.failure`` naming the step and the request, and is recorded like
+any finished episode (``--resume`` keeps it rather than failing again). A model that is down
+(:class:`LMError`) or a role whose parse-failure rate passes the run's threshold
+(:class:`~clew.agents.parsing.ParseFailureRate`) aborts the run; finished episodes are kept.
+Parse outcomes per role are in each record (``parses``) and, for the run, in the progress line.
 """
 
 from __future__ import annotations
@@ -37,7 +46,8 @@ from dataclasses import asdict
 from typing import Any
 
 from clew.agents.base import Agent, Decision, Episode
-from clew.agents.lm.base import LMError
+from clew.agents.lm.base import ContextLengthError, LMError
+from clew.agents.parsing import ParseFailureRate, ParseTally
 from clew.envs.base import Env, Observation, Step, Task
 from clew.envs.registry import make_for
 from clew.envs.wrappers import EpisodeRules
@@ -95,12 +105,16 @@ async def run_episode(
     max_invalid_streak: int | None = None,
     repeat_limit: int | None = None,
     on_tree: Callable[[int, dict[str, Any]], None] | None = None,
+    parses: ParseTally | None = None,
 ) -> dict[str, Any]:
-    """Play one episode; return its record (what ``episodes.jsonl`` holds)."""
+    """Play one episode; return its record (what ``episodes.jsonl`` holds). ``parses``: the
+    run's tally, which also counts this episode's parse outcomes (and may stop the run)."""
     start = time.perf_counter()
     env = EpisodeRules(make_for(task, **(env_options or {})), max_steps or DEFAULT_MAX_STEPS,
                        max_invalid_streak, repeat_limit)
     episode = Episode(task, env, env.reset(task), key or episode_key(task, 0))
+    episode.usage.parses.parent = parses
+    failure: dict[str, Any] | None = None
     # Snapshots only for agents that may backtrack: other agents should not pay for them.
     keep_snaps = env.flags.supports_backtrack and getattr(agent, "backtracks", False)
     snapshots = {0: env.snapshot()} if keep_snaps else {}
@@ -111,7 +125,13 @@ async def run_episode(
         if stopped_by:
             break
         charged_before = episode.charged
-        decision = await agent.act(episode)
+        try:
+            decision = await agent.act(episode)
+        except ContextLengthError as exc:
+            _flush_trees(episode, on_tree)
+            stopped_by = "context_length"
+            failure = {"reason": "context_length", "t": episode.t, "detail": str(exc)}
+            break
         if not isinstance(decision, Decision):
             decision = Decision(str(decision))
         if env.done or env.truncated_by:  # charged simulation spent the budget during the search
@@ -144,11 +164,19 @@ async def run_episode(
             break
     # Agents may finish asynchronously (R-MCTS writes its reflections here): wait, so their
     # token usage is in the record and nothing is cancelled when the loop closes.
-    finishing = agent.on_episode_end(episode)
-    if inspect.isawaitable(finishing):
-        await finishing
-    stopped_by = "done" if env.done else (stopped_by or "max_steps")
+    try:
+        finishing = agent.on_episode_end(episode)
+        if inspect.isawaitable(finishing):
+            await finishing
+    except ContextLengthError as exc:   # the episode stands; what it would have taught is lost
+        failure = failure or {"reason": "context_length", "t": episode.t, "detail": str(exc),
+                              "during": "on_episode_end"}
+    if stopped_by != "context_length":
+        stopped_by = "done" if env.done else (stopped_by or "max_steps")
     record = _record(agent, episode, env, stopped_by, time.perf_counter() - start)
+    if failure is not None:
+        record["outcome"]["failure"] = failure
+    record["parses"] = episode.usage.parses.to_dict()
     record["env_options"] = dict(env_options or {})
     try:
         record["metrics"] = score_episode(task, record)
@@ -231,15 +259,20 @@ async def run_suite(
     max_invalid_streak: int | None = None,
     repeat_limit: int | None = None,
     progress: bool = True,
+    parse_stop: tuple[float, int] | None = None,
 ) -> dict[str, int]:
     """Play every (task, repeat) not yet finished in ``run``; return counts.
 
     One agent per episode (``agent_factory``) keeps episodes independent; agents that learn
     across tasks (reflection memory) share state through their factory on purpose.
+    ``parse_stop = (rate, min_outputs)`` stops the run once a role that has read at least
+    ``min_outputs`` completions in this session failed to parse more than ``rate`` of them.
     """
     done = run.finished_keys()
     todo = [(t, r) for t in tasks for r in range(repeats) if episode_key(t, r) not in done]
-    counts = {"skipped": len(tasks) * repeats - len(todo), "finished": 0, "failed": 0}
+    counts = {"skipped": len(tasks) * repeats - len(todo), "finished": 0, "failed": 0,
+              "context_length": 0}
+    parses = ParseTally(limit=parse_stop)
     sem = asyncio.Semaphore(max(1, concurrency))
     bar = _progress(len(todo), progress)
     aborted = False
@@ -257,7 +290,13 @@ async def run_suite(
                     agent_factory(), task, key=key, env_options=env_options,
                     max_steps=max_steps, max_invalid_streak=max_invalid_streak,
                     repeat_limit=repeat_limit,
-                    on_tree=lambda t, tree: run.write_tree(key, t, tree))
+                    on_tree=lambda t, tree: run.write_tree(key, t, tree), parses=parses)
+            except ParseFailureRate as exc:
+                aborted = True
+                raise RunAborted(
+                    f"parse failures: {exc}\n{counts['finished']} episode(s) finished in this "
+                    f"session are kept in {run.path}; fix the model or its prompts and rerun "
+                    "with --resume (parse_failure_rate sets the threshold)") from exc
             except LMError as exc:
                 aborted = True
                 run.append_error({"key": key, "task_id": task.id, "error": str(exc),
@@ -272,11 +311,13 @@ async def run_suite(
                                   "error": f"{type(exc).__name__}: {exc}",
                                   "traceback": traceback.format_exc(limit=8)})
                 print(f"episode {key} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-                _tick(bar, counts)
+                _tick(bar, counts, parses)
                 return
             await writer.append(record)
             counts["finished"] += 1
-            _tick(bar, counts)
+            if record["outcome"].get("stopped_by") == "context_length":
+                counts["context_length"] += 1
+            _tick(bar, counts, parses)
 
     jobs = [asyncio.ensure_future(one(t, r)) for t, r in todo]
     try:
@@ -291,6 +332,12 @@ async def run_suite(
     return counts
 
 
+def progress_note(parses: ParseTally, context_failures: int) -> str:
+    """The progress line's note: parse-failure rate per role, context-length failures."""
+    rates = " ".join(f"{role} {r.rate:.0%}" for role, r in sorted(parses.items()))
+    return f"parse fail: {rates or '-'} | ctx fail: {context_failures}"
+
+
 def _progress(total: int, enabled: bool):
     from tqdm import tqdm
 
@@ -298,11 +345,13 @@ def _progress(total: int, enabled: bool):
                 file=sys.stderr, leave=False)
 
 
-def _tick(bar, counts: dict[str, int]) -> None:
+def _tick(bar, counts: dict[str, int], parses: ParseTally) -> None:
     """One more episode over (recorded, or failed). Redrawn at once: tqdm skips a redraw within
     ``mininterval`` of the last, and the next episode may be minutes away (a slow model), so
     the bar would show fewer episodes than are done."""
-    bar.update(1)
+    note = progress_note(parses, counts["context_length"])
     if counts["failed"]:
-        bar.set_postfix_str(f"{counts['failed']} failed", refresh=False)
+        note += f" | {counts['failed']} failed"
+    bar.set_postfix_str(note, refresh=False)
+    bar.update(1)
     bar.refresh()

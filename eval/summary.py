@@ -3,6 +3,11 @@
 Per-episode ratios first, then means over episodes ignoring undefined (null/NaN) values, with
 standard errors and counts (spec_000 §1.10, D7). "Steps" is reported over successful episodes
 (spec_000 D8) and over all episodes.
+
+No silent failure (docs/methods/parsing.md#reporting): the aggregate holds each role's parse
+failures pooled over the run's outputs (``parse_failures``: outputs, failures, rate, model) and
+the episodes that ended on the model's context (``context_length_failures``); the summary table
+shows both.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from clew.agents.parsing import ParseTally
 from clew.eval.metrics import is_number, mean_and_stderr
 
 # Headline metrics shown in the summary when any run has them, in this order.
@@ -40,7 +46,20 @@ def episode_numbers(record: dict[str, Any]) -> dict[str, float]:
     for kind, n in record.get("interactions", {}).items():
         out[f"interactions_{kind}"] = float(n)
     out["wall_s"] = float(record.get("wall_s", 0.0))
+    out["parse_failures"] = float(sum(p.get("failures", 0)
+                                      for p in record.get("parses", {}).values()))
+    out["context_length_failure"] = float(
+        record.get("outcome", {}).get("stopped_by") == "context_length")
     return out
+
+
+def parse_failures(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{role: {outputs, failures, rate, model}}`` pooled over the records' outputs."""
+    tally = ParseTally()
+    for r in records:
+        tally.merge(r.get("parses", {}))
+    return {role: {"outputs": p.outputs, "failures": p.failures, "rate": p.rate,
+                   "model": p.model} for role, p in sorted(tally.items())}
 
 
 def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -65,6 +84,9 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
         "mean": mean, "stderr": stderr, "n": count,
         "usage_by_role": {role: {k: v / max(len(records), 1) for k, v in u.items()}
                           for role, u in roles.items()},
+        "parse_failures": parse_failures(records),
+        "context_length_failures": sum(
+            1 for r in records if r.get("outcome", {}).get("stopped_by") == "context_length"),
     }
 
 
@@ -103,13 +125,20 @@ def _fmt(mean: float, se: float | None = None, digits: int = 3) -> str:
     return text
 
 
+def parse_cell(failures: dict[str, dict[str, Any]]) -> str:
+    """``policy 2% (3/150), judge 41% (...)``: every role that read outputs, or ``-``."""
+    return ", ".join(f"{role} {p['rate']:.0%} ({p['failures']}/{p['outputs']})"
+                     for role, p in failures.items() if p["outputs"]) or "-"
+
+
 def summary_table(rows: list[tuple[str, dict[str, Any]]], label: str = "run") -> str:
     """Markdown table, one row per ``(name, aggregate)``; ``label`` heads the name column
     (``run``, or ``task`` for the per-task table)."""
-    present = [(k, label) for k, label in HEADLINE
+    present = [(k, title) for k, title in HEADLINE
                if any(math.isfinite(agg["mean"].get(k, math.nan)) for _, agg in rows)]
     header = [label, "agent", "kind", "episodes", "success", "steps (succ.)"]
-    header += [label for _, label in present] + ["tokens/ep", "sim. interactions/ep"]
+    header += [title for _, title in present] + ["tokens/ep", "sim. interactions/ep",
+                                                 "parse fail", "ctx fail"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, agg in rows:
         m, se = agg["mean"], agg["stderr"]
@@ -118,6 +147,8 @@ def summary_table(rows: list[tuple[str, dict[str, Any]]], label: str = "run") ->
                  _fmt(m.get("steps_success", math.nan), None, 1)]
         cells += [_fmt(m.get(k, math.nan), se.get(k)) for k, _ in present]
         cells += [_fmt(m.get("tokens", math.nan), None, 0),
-                  _fmt(m.get("interactions_simulated", math.nan), None, 1)]
+                  _fmt(m.get("interactions_simulated", math.nan), None, 1),
+                  parse_cell(agg.get("parse_failures", {})),
+                  str(agg.get("context_length_failures", 0))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +107,12 @@ class RunDir:
         """Whether the directory already holds (part of) a run."""
         return self.path.is_dir() and any(p.name != LOCK_NAME for p in self.path.iterdir())
 
-    def open(self, config: dict[str, Any], *, resume: bool,
-             compare: tuple[str, ...] = ()) -> RunDir:
+    def open(self, config: dict[str, Any], *, resume: bool, compare: tuple[str, ...] = (),
+             check: Callable[[dict[str, Any]], None] | None = None) -> RunDir:
+        """Take the directory (one writer) and record ``config``. Resuming a directory that holds
+        a run first refuses a change in the fields ``compare`` and calls ``check`` with the
+        recorded config (it raises to refuse), then repairs the records; without ``resume`` a
+        run already there is refused."""
         self.lock.acquire()
         try:
             if self.holds_run():
@@ -122,6 +127,8 @@ class RunDir:
                             f"cannot resume {self.path}: config field {key!r} was "
                             f"{old.get(key)!r}, now {config.get(key)!r} (leave it out to use "
                             f"the run's, or choose another --out)")
+                if check is not None:
+                    check(old)
                 self.repair()
                 # A failed episode is retried on resume; its old error line goes.
                 self.errors_file.unlink(missing_ok=True)

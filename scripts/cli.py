@@ -46,6 +46,7 @@ EXTRA_COMMANDS = {
     "report": ("clew.scripts.cmd_report", "tables and plots comparing runs"),
     "view": ("clew.scripts.cmd_view", "render a search tree as an HTML page"),
     "merge": ("clew.scripts.cmd_merge", "combine shard run directories into one"),
+    "doctor": ("clew.scripts.doctor", "preflight: GPUs, driver, CUDA, vLLM stack, what is missing"),
 }
 
 #: the run directory of the command in progress, for the message when it is stopped
@@ -352,6 +353,7 @@ def _say_error(exc: BaseException, debug: bool) -> None:
     if debug:
         traceback.print_exception(exc)
     text = str(exc) if not isinstance(exc, KeyError) else str(exc.args[0])
+    text = text.strip().removeprefix("error: ")  # some messages carry the prefix already
     lines = [x for x in text.strip().splitlines() if x.strip()] or [type(exc).__name__]
     print("error: " + lines[0].strip(), file=sys.stderr)
     for extra in lines[1:]:  # several fields wrong at once: one line each
@@ -410,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, RunAborted):
             if debug:
                 traceback.print_exception(exc)
-            print(f"run aborted: {exc}", file=sys.stderr)
+            print(f"error: run aborted: {exc}", file=sys.stderr)
             return 3
         if isinstance(exc, _user_errors()):
             _say_error(exc, debug)

@@ -37,6 +37,8 @@ class SearchConfig(BaseModel):
     evaluated, never expanded. ``horizon_value`` says what a node cut by the episode rules is
     worth: ``zero`` (not evaluated) or ``evaluate`` (asked of V, for envs graded at the end).
     ``max_expand_attempts`` is how many policy calls an expansion may take when nothing parses.
+    ``early_stop_min_parsed``: a leaf at ``early_stop_value`` stops the search only when at least
+    this share of its value samples could be read (docs/methods/debate.md#unknown-values).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -48,6 +50,7 @@ class SearchConfig(BaseModel):
     time_budget_s: float | None = Field(None, gt=0)
     max_depth_actions: int = Field(5, ge=1)
     early_stop_value: float = 1.0
+    early_stop_min_parsed: float = Field(0.5, ge=0, le=1)
     horizon_value: Literal["zero", "evaluate"] = "zero"
     max_expand_attempts: int = Field(1, ge=1)
 

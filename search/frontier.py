@@ -20,6 +20,9 @@ Decisions (``docs/methods/baselines.md#stop-candidates``):
 
 * ``stop_eval="evaluate"``: a STOP candidate is judged by V like any node; ``"code"`` reproduces
   the original code's quirk (not evaluated; score = −priority: the parent's value, or 0.5).
+* A node whose value is unknown (every value sample unreadable) scores its parent's estimate,
+  the priority it was popped with (docs/methods/debate.md#unknown-values); the top of the scale
+  stops the search only with enough readable samples (``early_stop_min_parsed``).
 * DFS ``dfs_order="prior_first"``: children are pushed in reverse so the highest-prior child is
   explored first; ``"code"`` pushes them in prior order (lowest prior first).
 """
@@ -34,7 +37,14 @@ from collections.abc import Callable
 from typing import Literal, Protocol
 
 from clew.search.algorithm import SearchConfig, SearchResult
-from clew.search.nodes import SearchHooks, budget_spent, evaluate_node, expand_node, step_edge
+from clew.search.nodes import (
+    SearchHooks,
+    budget_spent,
+    evaluate_node,
+    expand_node,
+    may_stop_early,
+    step_edge,
+)
 from clew.search.tree import Edge, Tree
 
 ROOT_PRIORITY = 0.5    # priority of the root's edges, whose parent (the root) is never valued
@@ -151,13 +161,18 @@ async def frontier_search(hooks: SearchHooks, root_obs: str | None, cfg: Frontie
                 score = -priority
             else:
                 score = await evaluate_node(tree, child, hooks)
+                if score is None:           # unknown: the parent's estimate (the priority)
+                    score = priority
+                    child.info["backed_up_estimate"] = score
             edge.n, edge.q = 1, float(score)
             edge.v_next = child.value
             edge.parent.ns += 1
             tree.traversals.append([e.edge_id for e in path + [edge]])
             if best_score is None or score > best_score:
                 best_score, best_edge = score, edge
-            if score >= cfg.early_stop_value and not edge.is_none:
+            top = may_stop_early(child, score, cfg) if child.needs_eval else \
+                score >= cfg.early_stop_value
+            if top and not edge.is_none:
                 tree.counters["stopped_by"] = "value_one"
                 break
             if not child.terminal:

@@ -8,7 +8,11 @@ visited root edge.
 
 Decisions (``docs/methods/mcts.md#decisions``):
 
-* Backup is the plain running mean, no discount.
+* Backup is the plain running mean, no discount. A leaf whose value is unknown (every value
+  sample unreadable) backs up its parent's estimate (:func:`~clew.search.nodes.estimate`); when
+  nothing is known yet the simulation is not backed up (counted in ``counters["unbacked"]``).
+* The early stop at the top of the scale needs the leaf's own value from at least
+  ``early_stop_min_parsed`` of readable samples.
 * ``done`` is checked before the episode rules, so a goal reached on the last allowed step counts.
 * The episode rules (step limit, invalid streak, repeat rule) come from the wrapped simulator:
   the tree's horizon is the runner's step limit minus the steps taken.
@@ -32,8 +36,10 @@ from clew.search.algorithm import SearchConfig, SearchResult
 from clew.search.nodes import (
     SearchHooks,
     budget_spent,
+    estimate,
     evaluate_node,
     expand_node,
+    may_stop_early,
     step_edge,
 )
 from clew.search.tree import Edge, Node, Tree
@@ -116,11 +122,16 @@ async def search(hooks: SearchHooks, root_obs: str | None, cfg: MCTSConfig, *,
     try:
         while (stop := budget_spent(cfg, tree.counters, clock() - t0)) is None:
             path, leaf = await _simulate(tree, hooks, cfg, select_edge)
-            value = float(leaf.value if leaf.value is not None else 0.0)
-            backup(path, value)
+            value = estimate(leaf)              # an unknown value is never backed up as 0
+            if value is not None:
+                backup(path, value)
+            else:
+                tree.counters["unbacked"] = tree.counters.get("unbacked", 0) + 1
+            if leaf.value is None and value is not None:
+                leaf.info["backed_up_estimate"] = value
             tree.traversals.append([e.edge_id for e in path])
             tree.counters["simulations"] += 1
-            if path and value >= cfg.early_stop_value:
+            if path and value is not None and may_stop_early(leaf, value, cfg):
                 tree.counters["stopped_by"] = "value_one"
                 result = SearchResult.of(tree, "path", path)
                 break

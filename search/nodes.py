@@ -118,18 +118,51 @@ async def expand_node(tree: Tree, node: Node, hooks: SearchHooks, cfg: SearchCon
     add_edges(tree, node, proposals, cfg.branching_factor, q_init)
 
 
-async def evaluate_node(tree: Tree, node: Node, hooks: SearchHooks) -> float:
-    """V(node) (the simulator is at its state); a value that is not a finite number raises."""
+async def evaluate_node(tree: Tree, node: Node, hooks: SearchHooks) -> float | None:
+    """V(node) (the simulator is at its state); ``None`` when the value is unknown (every
+    sample unreadable: marked ``info["value_unknown"]``, see :func:`estimate`); anything else
+    that is not a finite number raises."""
     ev = await hooks.evaluate(node)
     value = ev.value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not math.isfinite(value)):
         raise ValueError(f"value function returned {value!r} for node {node.node_id}")
-    node.value = float(value)
+    node.value = None if value is None else float(value)
     node.value_record = ev.record
+    if value is None:
+        node.info["value_unknown"] = True
     if not ev.cached:
         tree.counters["value_calls"] += 1
     tree.eval_order.append(node.node_id)
     return node.value
+
+
+def estimate(node: Node) -> float | None:
+    """The value a simulation ending at ``node`` backs up: its own value, else (unknown) the
+    nearest ancestor's, else at the root the mean of the values backed up there so far; None
+    when nothing is known yet (docs/methods/debate.md#unknown-values)."""
+    n: Node | None = node
+    while n is not None:
+        if n.value is not None:
+            return n.value
+        if n.parent is None:
+            return sum(e.n * e.q for e in n.edges) / n.ns if n.ns else None
+        n = n.parent
+    return None
+
+
+def parsed_share(node: Node) -> float:
+    """The share of the value samples of ``node`` that could be read (1 without samples)."""
+    record = node.value_record or {}
+    samples = len(record.get("samples") or ())
+    return 1.0 - record.get("n_parse_fail", 0) / samples if samples else 1.0
+
+
+def may_stop_early(node: Node, value: float, cfg: SearchConfig) -> bool:
+    """Whether a leaf worth ``value`` ends the search at the top of the scale: its own value
+    (not an estimate) from enough readable samples (``cfg.early_stop_min_parsed``)."""
+    return (value >= cfg.early_stop_value and node.value is not None
+            and parsed_share(node) >= cfg.early_stop_min_parsed)
 
 
 def terminal_zero(node: Node, reason: str) -> None:

@@ -119,6 +119,25 @@ def test_answers_with_n_samples_and_sends_the_sampling():
     assert (usage.prompt_tokens, usage.completion_tokens, usage.calls) == (11, 7, 1)
 
 
+def test_sampling_the_server_would_fill_from_the_generation_config_is_sent_neutral():
+    """The in-process vllm: engine samples with top-k, min-p and penalties off; a vllm serve
+    server would fill what a request leaves out from the model's generation_config.json."""
+    with FakeServer() as srv:
+        asyncio.run(load_model(f"openai:{srv.url}#tiny", shared=False).complete(req()))
+        lm = load_model(f"openai:{srv.url}#tiny", shared=False,
+                        extra_body={"top_k": 5, "chat_template_kwargs": {"x": 1}})
+        asyncio.run(lm.complete(req()))
+        lm = load_model(f"openai:{srv.url}#tiny", shared=False, neutral_sampling=False)
+        asyncio.run(lm.complete(req()))
+    neutral, chosen, plain = srv.bodies
+    assert {k: neutral[k] for k in ("top_k", "min_p", "repetition_penalty", "presence_penalty",
+                                    "frequency_penalty")} == {
+        "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
+        "frequency_penalty": 0.0}
+    assert chosen["top_k"] == 5 and chosen["min_p"] == 0.0 and chosen["chat_template_kwargs"]
+    assert not {"top_k", "min_p", "repetition_penalty", "presence_penalty"} & set(plain)
+
+
 def test_model_is_discovered_when_the_spec_names_none():
     with FakeServer(models=["only-one"]) as srv:
         lm = load_model(f"openai:{srv.url}", shared=False)

@@ -62,7 +62,7 @@ def test_policy_react_and_distilled_read_the_same_action(text, expected):
 
 def test_candidate_order():
     text = "I like ```up```.\nNext action: left, because"
-    assert answer_candidates(text) == ["left, because", "up", text]
+    assert answer_candidates(text) == ["left", "left, because", "up", text]
     assert answer_text("   ") is None
 
 
@@ -73,3 +73,37 @@ def test_distilled_seeds_differ_across_tasks_and_steps():
     assert len(seeds) == 6
     assert derive_seed(None, "x") is None
     assert derive_seed(7, "a", 1) == derive_seed(7, "a", 1) < 2 ** 31
+
+
+# --- issue 11: the hardened rules, on texts outside the corpus --------------------------------
+@pytest.mark.parametrize("text, expected", [
+    ("Next action: up, because left is blocked", "up"),
+    ("**Next Action**: left (right would revisit a cell)", "left"),
+    ("next action - stop", "stop"),
+    ("Next action:\n```\nright", "right"),                     # a fence left open
+    ("<think>Next action: ```left```</think>\nNext action: ```up```", "up"),
+    ("<think>Next action: ```left```", None),                  # still thinking: no answer
+])
+def test_action_rules(text, expected):
+    assert parse_action(Words(), text) == expected
+
+
+def test_cut_completions_need_a_complete_answer():
+    env = Words()
+    assert parse_action(env, "Next action: ```right``` because", finish_reason="length") == "right"
+    assert parse_action(env, "Next action: ```rig", finish_reason="length") is None
+    assert parse_action(env, "Next action: right", finish_reason="length") is None
+    assert parse_action(env, "Next action: right\nsince", finish_reason="length") == "right"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Status: B", "B"), ("Status Code → C", "C"), ("STATUS_CODE = d", "D"),
+    ("The status code is E.", "E"), ("Grade: (B)", "B"),
+    ("STATUS CODE: A only if the task is done. Here it is not. STATUS CODE: D.", "D"),
+    ("STATUS CODE: B\n(STATUS CODE: A would need the goal.)", "B"),
+    ("I would say C or D.", None), ("STATUS CODE: none of these", None),
+])
+def test_status_rules(text, expected):
+    from clew.agents.parsing import parse_status
+
+    assert parse_status(text) == expected

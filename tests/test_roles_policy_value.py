@@ -136,14 +136,22 @@ def test_policy_prompt_reflections_and_examples():
 def test_status_parsing_and_scales():
     """Appendix C.1."""
     assert parse_status("Thoughts: ok\nSTATUS CODE: B") == "B"
-    assert parse_status("status code: B") is None             # case-sensitive marker
-    assert parse_status("STATUS CODE: b") is None             # case-sensitive letter
-    assert parse_status("STATUS CODE: C ... STATUS CODE: A") == "C"
+    assert parse_status("status code: B") == "B"              # any case (issue 11)
+    assert parse_status("STATUS CODE: b") == "B"
+    assert parse_status("STATUS CODE: C ... STATUS CODE: A") == "A"   # the last answer wins
+    assert parse_status("STATUS CODE: A only if done. STATUS CODE: D") == "D"
     assert aggregate(["B"], "unit", "skip")[0] == 0.9
     assert aggregate(["B"], "signed", "skip")[0] == 0.7
     assert aggregate(["A", None], "unit", "skip") == (1.0, 1, False)
     assert aggregate(["A", None], "unit", "zero") == (0.5, 1, False)
-    assert aggregate([None, None], "unit", "skip") == (0.0, 2, True)
+    assert aggregate([None, None], "unit", "skip") == (None, 2, True)   # unknown, never 0
+    assert aggregate([None, None], "unit", "zero") == (0.0, 2, True)    # code parity, flagged
+
+
+def test_aggregate_of_no_samples_is_flagged_all_failed():
+    """Issue 16 item 8: ``aggregate([])`` returned 0 without the flag."""
+    assert aggregate([], "unit", "skip") == (None, 0, True)
+    assert aggregate([], "signed", "zero") == (0.0, 0, True)
     assert aggregate(["D", "E"], "signed", "skip")[0] == pytest.approx(-0.6)
 
 

@@ -19,7 +19,10 @@ VISIBLE = ["dodger_blue door", "tangerine door", "midnight_blue ball"]
     ("<think>long reasoning</think> <dodger_blue door>", "dodger_blue door"),
     ("tangerine door", "tangerine door"),  # a bare canonical action
     ("  Tangerine door \n", "tangerine door"),
-    ("<midnight_blue ball> or <tangerine door>", "midnight_blue ball"),  # first span wins
+    ("<midnight_blue ball> or <tangerine door>", "tangerine door"),  # the last answer wins
+    ("e.g. <door>. Then <tangerine door>", "tangerine door"),  # the example names nothing
+    ("Answer: <tangerine door>\n\nNot <midnight_blue ball>: it is far.", "tangerine door"),
+    ("### Answer\n**<Tangerine Door>**", "tangerine door"),
 ])
 def test_valid_replies(reply, expected):
     assert parse_reply(reply, VISIBLE) == expected
@@ -30,7 +33,7 @@ def test_valid_replies(reply, expected):
     "<teal door>",  # not visible
     "<tangerine>",  # bare colour needs lenient
     "<>", "<think><tangerine door></think>",  # only inside the reasoning
-    "e.g. <door>. Then <tangerine door>",  # first span is the example
+    "<think>I will pick <tangerine door>",  # reasoning never closed: no answer
     "<<>>",
 ])
 def test_invalid_replies(reply):

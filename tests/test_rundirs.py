@@ -262,4 +262,5 @@ def test_resume_drops_repeated_records_written_before_the_lock(tmp_path, capsys)
     run, agg = evaluate(EvalConfig(**cfg, resume=True), progress=False)
     assert "dropping 1 duplicate episode record(s) (line(s) 4)" in capsys.readouterr().err
     assert keys(run.path) == [f"line-{i}#0" for i in range(4)]
-    assert agg["counts"] == {"skipped": 3, "finished": 1, "failed": 0}
+    assert agg["counts"] == {"skipped": 3, "finished": 1, "failed": 0,
+                             "context_length": 0}

@@ -101,7 +101,7 @@ def test_a_failing_episode_is_recorded_and_the_rest_go_on(tmp_path):
     run.open({}, resume=False)
     counts = asyncio.run(run_suite(lambda: Crashy(RuntimeError("boom")),
                                    [line_task(i) for i in range(4)], run, progress=False))
-    assert counts == {"skipped": 0, "finished": 3, "failed": 1}
+    assert counts == {"skipped": 0, "finished": 3, "failed": 1, "context_length": 0}
     errors = [json.loads(x) for x in run.errors_file.read_text().splitlines()]
     assert errors[0]["key"] == "line-2#0" and "boom" in errors[0]["error"]
 
@@ -121,6 +121,7 @@ def test_resume_skips_finished_and_reruns_the_rest(tmp_path):
     run = RunDir(tmp_path / "run")
     run.open({"a": 1}, resume=False)
     asyncio.run(run_suite(lambda: ScriptedAgent(), tasks[:2], run, progress=False))
+    run.close()  # one writer at a time: the process ends before the run is resumed
     # An interrupted write leaves a torn last line.
     with open(run.episodes_file, "a") as f:
         f.write('{"key": "line-2#0", "acti')

@@ -41,6 +41,9 @@ Decisions (spec [D] items and our own):
   grade is at least the episode's: a shorter successful trajectory.
 * A backtrack to the state the replay is already in (the branch held only invalid actions,
   which create no state at inference) is left out.
+* A simulated action after which the env ended the episode (a terminal ``env_done`` node) is
+  left out of the walk when the walk goes on, like a STOP: at inference the runner ends the
+  episode there and no backtrack can follow (web tasks end on a wrong click).
 * Targets that mention reflections are dropped and counted (D22, no rephrasing).
 * ``el_subsample`` (the code's subsampling to 30 trajectories) is not implemented: off by default.
 """
@@ -106,6 +109,13 @@ def _ends(edge: Edge) -> bool:
     return edge.is_stop or edge.is_none
 
 
+def _finishes(edge: Edge) -> bool:
+    """An action after which the env ended the episode: nothing follows it at inference (the
+    runner stops), so a walk that goes on afterwards leaves it out (a MiniWoB++ task ends on a
+    wrong click, docs/web.md)."""
+    return edge.child is not None and edge.child.terminal_reason == "env_done"
+
+
 def select_traversals(tree: Tree) -> list[list[int]]:
     """Traversals up to and including the first that reaches the executed action (§6.3).
 
@@ -146,9 +156,11 @@ def flatten_step(tree: Tree, travs: list[list[int]], *, step: int = 0, backtrack
     done_keys = issued if issued is not None else set()   # without backtrack: issued actions
     for ids in travs:
         trav = [tree.edge(i) for i in ids]
-        if cur and _ends(cur[-1]):
+        if cur and (_ends(cur[-1]) or _finishes(cur[-1])):
+            if _finishes(cur[-1]) and isinstance(seq[-1], Obs) and seq[-1].node is cur[-1].child:
+                seq.pop()  # the state the episode ended in
             if isinstance(seq[-1], Act) and seq[-1].edge is cur[-1]:
-                seq.pop()  # the Act(stop/none) item
+                seq.pop()  # the Act(stop/none/finishing) item
             cur = cur[:-1]
         j = 0
         while j < min(len(cur), len(trav) - 1) and cur[j] is trav[j]:

@@ -156,6 +156,20 @@ def _check_reporters(names: list[str]) -> None:
                              f"not installed (pip install {needs[name][0]})")
 
 
+def _checkpointing_field(config_class) -> str:
+    """The training argument that turns on activation (gradient) checkpointing.
+
+    transformers 5.23 renamed ``gradient_checkpointing`` to ``activation_checkpointing`` (the old
+    name warns); vLLM pins transformers below 5.21, which knows only the old name. One config must
+    train in both venvs, so the name is read from the installed dataclass.
+    """
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(config_class)}
+    return "activation_checkpointing" if "activation_checkpointing" in names \
+        else "gradient_checkpointing"
+
+
 def sft_config(cfg: TrainConfig):
     """TRL ``SFTConfig`` from our config (device and precision resolved here)."""
     import torch
@@ -172,14 +186,13 @@ def sft_config(cfg: TrainConfig):
         raise ValueError(f"precision: {precision} needs a GPU; use fp32 (or auto) on CPU")
     _check_reporters(cfg.report_to)
     dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[precision]
-    return SFTConfig(
+    return SFTConfig(**{_checkpointing_field(SFTConfig): cfg.gradient_checkpointing},
         output_dir=cfg.output_dir, num_train_epochs=cfg.epochs, max_steps=cfg.max_steps,
         per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
         learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_scheduler,
         warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay,
         max_grad_norm=cfg.max_grad_norm, seed=cfg.seed, data_seed=cfg.seed,
         use_cpu=use_cpu, bf16=precision == "bf16", fp16=precision == "fp16",
-        activation_checkpointing=cfg.gradient_checkpointing,
         assistant_only_loss=cfg.assistant_only_loss, completion_only_loss=True,
         max_length=cfg.max_length, truncation_mode=cfg.truncation_mode, packing=cfg.packing,
         report_to=list(cfg.report_to) or "none", run_name=cfg.run_name,

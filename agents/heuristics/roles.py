@@ -26,6 +26,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from clew.agents.heuristics import web
 from clew.agents.heuristics.explore_exploit import FAMILIES as QUERY_FAMILIES
 from clew.agents.heuristics.explore_exploit import random_query
 from clew.agents.options import PolicyOptions, ValueOptions
@@ -80,6 +81,9 @@ class HeuristicPolicy:
 
         def prop(a: str, count: int = 1) -> Proposal:
             return Proposal(a, env.canonical(a), a, count, 0.0, bool(env.is_stop(a)))
+        if env.family in web.WEB_ENVS:  # uniform over the page's candidates (heuristics/web.py)
+            last = ctx.actions[-1] if ctx.actions else None
+            return merge_samples([prop(a) for a in web.candidate_actions(env, last)], self.b)
         if not actions:
             # Oracle-query tasks have no short action list: sample random valid queries.
             if env.family not in QUERY_FAMILIES:
@@ -95,6 +99,10 @@ class HeuristicPolicy:
         env = ctx.env
         actions = list(env.legal_actions())
         rng = derive_rng(self.seed, "once", *self._key(ctx)[1:])
+        if env.family in web.WEB_ENVS:
+            actions = web.candidate_actions(env, ctx.actions[-1] if ctx.actions else None)
+            a = rng.choice(actions) if actions else None
+            return Proposal(a, env.canonical(a) if a else "", a or "", 1, 1.0, False)
         if not actions:
             if env.family not in QUERY_FAMILIES:
                 return Proposal(None, "", "")

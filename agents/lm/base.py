@@ -1,12 +1,20 @@
-"""One async interface to language models (DESIGN §2 "Language models").
+"""One async interface to language models (docs/architecture.md#language-models).
 
 ``LanguageModel.generate(requests) -> list[list[Completion]]``: one list of ``n`` completions per
 request. Backends batch whatever arrives concurrently; callers send ``n`` samples as one request
 so the prompt is processed once.
+
+Context (docs/methods/parsing.md#context-length): every backend says how many tokens its model
+takes, prompt and completion together (``context_length``; ``None`` when unknown), and counts the
+tokens of a chat prompt (``count_tokens``): with the model's tokenizer where the backend has one,
+else with :func:`estimate_tokens`, a deliberate over-estimate. Roles fit their prompts to
+``context_length - max_tokens`` (:mod:`clew.agents.fitting`); a request that cannot fit raises
+:class:`ContextLengthError`, which fails that episode only.
 """
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +26,40 @@ Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": ...
 
 class LMError(RuntimeError):
     """A model call failed for good (after the backend's retries); the message names the model."""
+
+
+class ContextLengthError(RuntimeError):
+    """A request does not fit the model's context, even with its history left out. Not an
+    :class:`LMError`: the runner records the episode as failed with reason ``context_length``
+    and the run goes on."""
+
+
+#: tokens of chat-template framing counted per message and once per prompt by the estimate
+MESSAGE_OVERHEAD, PROMPT_OVERHEAD = 8, 32
+_PIECES = re.compile(r"[A-Za-z]+|[0-9]|\n+|[ \t]{2,}|[^\sA-Za-z0-9]")
+
+
+def estimate_tokens(messages: list[Message]) -> int:
+    """A token count for a chat prompt without a tokenizer, meant to over-count.
+
+    Runs of letters count one token per 4 letters (rounded up; BPE vocabularies of
+    instruction-tuned models hold most English words whole, so this over-counts prose), runs
+    of capitals one per 2 (codes such as ``GK;EM;`` split more often), every
+    digit and every other symbol one token, every non-ASCII character one token per UTF-8 byte
+    (a byte-level BPE never needs more), single spaces none (they join the next word), and
+    ``MESSAGE_OVERHEAD`` per message plus ``PROMPT_OVERHEAD`` for the chat template.
+    """
+    total = PROMPT_OVERHEAD
+    for m in messages:
+        total += MESSAGE_OVERHEAD
+        for piece in _PIECES.findall(m.get("content") or ""):
+            if piece[0].isascii() and piece[0].isalpha():
+                total += (len(piece) + 1) // 2 if piece.isupper() else (len(piece) + 3) // 4
+            elif piece.isascii():
+                total += 1
+            else:
+                total += len(piece.encode("utf-8"))
+    return total
 
 
 @dataclass
@@ -48,9 +90,16 @@ class Completion:
 
 
 class LanguageModel(ABC):
-    """Base of all backends. ``spec`` is the model spec string it was built from."""
+    """Base of all backends. ``spec`` is the model spec string it was built from;
+    ``context_length`` the tokens one request may hold, prompt and completion (None: unknown,
+    prompts are not fitted)."""
 
     spec: str = ""
+    context_length: int | None = None
+
+    def count_tokens(self, messages: list[Message]) -> int:
+        """Tokens of the chat prompt ``messages``; default: :func:`estimate_tokens`."""
+        return estimate_tokens(messages)
 
     @abstractmethod
     async def generate(self, requests: list[ChatRequest]) -> list[list[Completion]]:

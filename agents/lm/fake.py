@@ -1,4 +1,4 @@
-"""Scripted backend for tests (DESIGN §2): answers come from a list, a dict or a function.
+"""Scripted backend for tests (docs/architecture.md#language-models): answers come from a list, a dict or a function.
 
 Every request it receives is kept in ``calls`` so tests can assert call patterns (one request
 with ``n`` samples for a policy, two concurrent debate arguments, ...).
@@ -9,7 +9,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError
+from clew.agents.lm.base import (
+    ChatRequest,
+    Completion,
+    ContextLengthError,
+    LanguageModel,
+    LMError,
+)
 from clew.agents.usage import Usage
 
 Responder = Callable[[ChatRequest, int], str]
@@ -19,19 +25,23 @@ class FakeLM(LanguageModel):
     """``script`` is a sequence of texts used in order, or ``responder(request, i) -> text``.
 
     ``latency`` (seconds) makes each ``generate`` call sleep, to model a server. A text that is an
-    ``Exception`` instance is raised instead of returned (to test failure handling).
+    ``Exception`` instance is raised instead of returned (to test failure handling). A
+    ``(text, finish_reason)`` pair sets the finish reason (``"length"``: cut by the token limit).
+    ``context_length`` (tokens, counted by the base class's estimate) makes it refuse longer
+    requests the way a real server does, with :class:`ContextLengthError`.
     """
 
-    def __init__(self, script: Sequence[str | Exception] | Responder = (), latency: float = 0.0,
-                 spec: str = "fake"):
+    def __init__(self, script: Sequence[str | Exception | tuple[str, str]] | Responder = (),
+                 latency: float = 0.0, spec: str = "fake", context_length: int | None = None):
         self.script = script
+        self.context_length = context_length
         self.latency = latency
         self.spec = spec
         self.calls: list[ChatRequest] = []
         self.batches: list[int] = []
         self._i = 0
 
-    def _next(self, request: ChatRequest) -> str:
+    def _next(self, request: ChatRequest) -> str | tuple[str, str]:
         if callable(self.script):
             text = self.script(request, self._i)
         else:
@@ -50,10 +60,18 @@ class FakeLM(LanguageModel):
             await asyncio.sleep(self.latency)
         out = []
         for req in requests:
+            if self.context_length is not None:
+                need = self.count_tokens(req.messages) + req.sampling.max_tokens
+                if need > self.context_length:
+                    raise ContextLengthError(f"{self.spec}: the request needs {need} tokens "
+                                             f"(prompt + max_tokens); the context holds "
+                                             f"{self.context_length}")
             prompt_tokens = sum(len(m["content"].split()) for m in req.messages)
             comps = []
             for _ in range(req.sampling.n):
-                text = self._next(req)
-                comps.append(Completion(text, "stop", Usage(prompt_tokens, len(text.split()), 1)))
+                text, reason = self._next(req), "stop"
+                if isinstance(text, tuple):
+                    text, reason = text
+                comps.append(Completion(text, reason, Usage(prompt_tokens, len(text.split()), 1)))
             out.append(comps)
         return out

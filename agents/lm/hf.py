@@ -44,7 +44,13 @@ try:
 except ImportError:  # older tokenizers
     DecodeStream = None
 
-from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError
+from clew.agents.lm.base import (
+    ChatRequest,
+    Completion,
+    ContextLengthError,
+    LanguageModel,
+    LMError,
+)
 from clew.agents.lm.sampling import cut_at_stop, validate_sampling
 from clew.agents.usage import Usage
 
@@ -61,7 +67,8 @@ class HFModel(LanguageModel):
 
     def __init__(self, path: str | Path, adapter: str | Path | None = None, *,
                  device: str = "auto", dtype: str | None = None, batch_window: float = 0.01,
-                 max_batch_size: int = 32, trust_remote_code: bool = False):
+                 max_batch_size: int = 32, trust_remote_code: bool = False,
+                 context_length: int | None = None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.name = f"hf:{path}" + (f"+lora:{adapter}" if adapter else "")
@@ -94,6 +101,8 @@ class HFModel(LanguageModel):
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_ids = self._eos_ids()
         self.max_positions = getattr(model.config, "max_position_embeddings", None)
+        #: prompt + completion tokens per request: the option, else the model's positions
+        self.context_length = context_length or self.max_positions
         self.batch_window = batch_window
         self.max_batch_size = max_batch_size
         self.batches: list[int] = []  # requests per generate batch, for tests and benchmarks
@@ -130,6 +139,10 @@ class HFModel(LanguageModel):
             self._queue.put(None)
             await asyncio.to_thread(self._thread.join)
             self._thread = None
+
+    def count_tokens(self, messages: list[dict[str, str]]) -> int:
+        """Tokens of the rendered chat prompt, with the model's tokenizer."""
+        return len(self.prompt_ids(messages))
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         """Token ids of the rendered chat prompt (what usage counts as prompt tokens)."""
@@ -188,11 +201,15 @@ class HFModel(LanguageModel):
             if job.future.set_running_or_notify_cancel():
                 try:
                     job.prompt_ids = self.prompt_ids(job.request.messages)
-                    if self.max_positions and len(job.prompt_ids) >= self.max_positions:
-                        raise LMError(f"{self.name}: prompt of {len(job.prompt_ids)} tokens "
-                                      f"exceeds the model's {self.max_positions} positions")
+                    need = len(job.prompt_ids) + job.request.sampling.max_tokens
+                    if self.context_length and need > self.context_length:
+                        raise ContextLengthError(
+                            f"{self.name}: prompt of {len(job.prompt_ids)} tokens + max_tokens "
+                            f"{job.request.sampling.max_tokens} exceed the context of "
+                            f"{self.context_length}")
                 except Exception as e:  # noqa: BLE001 - handed to the caller
-                    job.future.set_exception(e if isinstance(e, LMError) else LMError(
+                    job.future.set_exception(e if isinstance(e, (LMError, ContextLengthError))
+                                             else LMError(
                         f"{self.name}: cannot render the chat prompt: {e}"))
                     continue
                 live.append(job)

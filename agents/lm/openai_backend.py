@@ -21,10 +21,24 @@ spec_002 §7.3). Decision: the server reports one completion-token total per req
 evenly over the samples (the first ones get the remainder), which keeps every per-request and
 per-role total exact.
 
+Sampling: the request names every sampling setting the in-process ``vllm:`` engine uses, so the
+two routes sample alike: temperature and top-p from :class:`Sampling`, and top-k, min-p and the
+repetition, presence and frequency penalties at their neutral values (:data:`NEUTRAL_SAMPLING`).
+Why: ``vllm serve`` fills settings a request leaves out from the model's ``generation_config.json``
+(often top_k 20, a repetition penalty), while the in-process engine takes only the EOS tokens from
+it. Launch the server with ``--generation-config vllm`` as well (docs/scale-out.md). For a server
+that rejects the non-OpenAI fields, pass ``neutral_sampling=False``.
+
 Decision: the ``AsyncOpenAI`` client and the semaphore are made per event loop (an HTTP
 connection pool belongs to the loop that opened it), so one model object serves a CLI run and a
 series of ``asyncio.run`` calls in tests alike. ``#MODEL`` may be omitted when the server serves
 exactly one model; it is then asked once with ``/v1/models``.
+
+Context: the server's limit is not asked for; ``context_length`` (the server's
+``max_model_len``) turns on prompt fitting, and ``tokenizer`` (a local path or hub id of the
+served model's tokenizer) makes token counts exact instead of estimated
+(docs/methods/parsing.md#context-length). A 400 answer about the context length becomes
+:class:`~clew.agents.lm.base.ContextLengthError`: that episode fails, the run goes on.
 """
 
 from __future__ import annotations
@@ -34,11 +48,20 @@ import os
 import time
 from typing import Any
 
-from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError
+from clew.agents.lm.base import (
+    ChatRequest,
+    Completion,
+    ContextLengthError,
+    LanguageModel,
+    LMError,
+)
 from clew.agents.lm.sampling import validate_sampling
 from clew.agents.usage import Usage
 
 RETRY_STATUS = {408, 409, 429}
+#: sampling settings outside the OpenAI schema, sent in the body so that a vLLM (or SGLang)
+#: server does not fill them from the model's generation config; -1 disables top-k in both
+NEUTRAL_SAMPLING = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
 
 
 class OpenAIModel(LanguageModel):
@@ -47,7 +70,8 @@ class OpenAIModel(LanguageModel):
     def __init__(self, base_url: str, model: str | None = None, *, api_key: str | None = None,
                  max_concurrency: int = 64, timeout: float = 120.0, retries: int = 3,
                  backoff: float = 0.5, max_backoff: float = 8.0,
-                 extra_body: dict[str, Any] | None = None):
+                 extra_body: dict[str, Any] | None = None, neutral_sampling: bool = True,
+                 context_length: int | None = None, tokenizer: str | None = None):
         import openai  # noqa: F401  (fail at construction, not at the first call)
 
         if max_concurrency < 1 or retries < 0 or timeout <= 0:
@@ -61,9 +85,29 @@ class OpenAIModel(LanguageModel):
         self.retries = retries
         self.backoff = backoff
         self.max_backoff = max_backoff
-        self.extra_body = extra_body
+        # the caller's extra_body wins over the neutral values
+        self.extra_body = {**(NEUTRAL_SAMPLING if neutral_sampling else {}), **(extra_body or {})}
+        self.neutral_sampling = neutral_sampling
         self.spec = f"openai:{self.base_url}" + (f"#{model}" if model else "")
+        #: the served model's context (the server's max_model_len); None: prompts are not fitted
+        self.context_length = context_length
+        self.tokenizer = None
+        if tokenizer:  # counts exactly; without it the estimate of LanguageModel.count_tokens
+            from transformers import AutoTokenizer
+
+            try:
+                self.tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+            except (OSError, ValueError) as e:
+                raise LMError(f"{self.spec}: cannot load the tokenizer {tokenizer!r}: {e}") from e
         self._per_loop: dict[int, tuple[Any, Any, asyncio.Semaphore]] = {}
+
+    def count_tokens(self, messages: list[dict[str, str]]) -> int:
+        """Tokens of the chat prompt: the configured tokenizer's count, else the estimate."""
+        if self.tokenizer is None or not getattr(self.tokenizer, "chat_template", None):
+            return super().count_tokens(messages)
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=True)
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     @property
     def name(self) -> str:
@@ -120,6 +164,8 @@ class OpenAIModel(LanguageModel):
             "model": self.model, "messages": request.messages, "n": s.n,
             "temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens,
         }
+        if self.neutral_sampling:
+            kwargs.update(presence_penalty=0.0, frequency_penalty=0.0)
         if s.stop:
             kwargs["stop"] = list(s.stop)
         if s.seed is not None:
@@ -153,6 +199,10 @@ class OpenAIModel(LanguageModel):
                 last = f"cannot connect ({_cause(e)})"
             except openai.APIStatusError as e:
                 detail = f"HTTP {e.status_code}: {_message(e)}"
+                if e.status_code == 400 and "context length" in detail.lower():
+                    # vLLM and OpenAI servers refuse an over-long prompt this way: the episode
+                    # fails (context_length), the run goes on
+                    raise ContextLengthError(f"{self.name}: {what} refused, {detail}") from e
                 if e.status_code not in RETRY_STATUS and e.status_code < 500:
                     raise LMError(f"{self.name}: {what} refused, {detail}") from e
                 last = detail

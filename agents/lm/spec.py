@@ -20,17 +20,28 @@ way to try LM agents on a laptop with no weights and no download.
 ``max_model_len``, ``max_concurrency``, ...). Backend modules are imported only when used, so
 ``import clew`` never imports vllm.
 
-Decision: models are cached per process by (spec, options) (``shared=True``), because building a
-vLLM engine or loading weights twice in one run wastes minutes and memory; pass ``shared=False``
-for a private instance. ``fake:`` models are never shared (each keeps its place in its script).
+Decision: one model per process for each normalised spec (``shared=True``): the backend, the
+model (local paths resolved) and the adapter or server. Building a vLLM engine twice wastes
+minutes, and on a GPU the second engine does not fit at all (each reserves its
+``gpu_memory_utilization`` share). So a later ``load_model`` of the same spec returns the same
+instance when its options are none (how per-role ``role_models`` ask) or agree with the first
+ones; other options are an error for ``vllm:`` (name them in the run's ``model_options``) and a
+separate instance for the light backends. Pass ``shared=False`` for a private instance.
+``fake:`` models are never shared (each keeps its place in its script).
+
+Engine-only options (:data:`ENGINE_ONLY_OPTIONS`) change where and how fast a model runs, not
+what an experiment is: resume and merge ignore them (:func:`experiment_options`), so a shard
+rerun with another tensor-parallel size or a lower memory fraction continues the same run.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from clew.agents.lm.base import LanguageModel
+from clew.agents.lm.base import LanguageModel, LMError
 
 BACKENDS = ("vllm", "openai", "hf", "fake")
 LORA_SEP = "+lora:"
@@ -100,16 +111,65 @@ def parse_spec(spec: str) -> ModelSpec:
     return ModelSpec(backend, model, raw=spec)
 
 
-_CACHE: dict[tuple, LanguageModel] = {}
+#: options of each backend that change where and how fast the model runs, not its outputs'
+#: distribution (batching may still move the last bits of the logits; docs/scale-out.md).
+#: ``max_model_len`` and ``dtype`` are not among them: they change which prompts fit and the
+#: numbers computed.
+ENGINE_ONLY_OPTIONS = {
+    "vllm": frozenset({
+        "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+        "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+        "enable_chunked_prefill", "enable_prefix_caching", "enforce_eager", "swap_space",
+        "cpu_offload_gb", "kv_cache_memory_bytes", "block_size", "max_loras",
+        "distributed_executor_backend", "disable_custom_all_reduce", "compilation_config",
+        "batch_invariant", "disable_log_stats"}),
+    "openai": frozenset({"api_key", "max_concurrency", "timeout", "retries", "backoff",
+                         "max_backoff"}),
+    "hf": frozenset({"batch_window", "max_batch_size"}),
+    "fake": frozenset(),
+}
 
 
-def _cache_key(spec: str, options: dict[str, Any]) -> tuple | None:
+def experiment_options(agent_options: Any) -> Any:
+    """``agent_options`` without the engine-only keys of its ``model_options`` (what resume and
+    merge compare; see the module docstring)."""
+    if not isinstance(agent_options, dict) or not isinstance(
+            agent_options.get("model_options"), dict):
+        return agent_options
+    model = agent_options.get("model")
     try:
-        key = (spec, tuple(sorted(options.items())))
-        hash(key)
-        return key
-    except TypeError:  # unhashable option values: no sharing
-        return None
+        backends = [parse_spec(model).backend] if isinstance(model, str) else list(
+            ENGINE_ONLY_OPTIONS)
+    except ModelSpecError:
+        return agent_options
+    drop = frozenset().union(*(ENGINE_ONLY_OPTIONS[b] for b in backends))
+    out = copy.deepcopy(agent_options)
+    out["model_options"] = {k: v for k, v in out["model_options"].items() if k not in drop}
+    return out
+
+
+def _norm_path(path: str) -> str:
+    """A local folder as its absolute path (``./m`` and ``m`` name one model); hub ids as given."""
+    prefix = "tiny:" if path.startswith("tiny:") else ""
+    p = Path(path.removeprefix(prefix)).expanduser()
+    return prefix + str(p.resolve()) if prefix or p.exists() else path
+
+
+def normalised(parsed: ModelSpec) -> tuple:
+    """What makes two specs name the same model instance (the cache key)."""
+    if parsed.backend == "openai":
+        return ("openai", parsed.url, parsed.model)
+    return (parsed.backend, _norm_path(parsed.model),
+            _norm_path(parsed.adapter) if parsed.adapter else None)
+
+
+#: normalised spec -> [(options, model)]: the first entry is the shared instance; light
+#: backends may hold more, one per distinct set of options
+_CACHE: dict[tuple, list[tuple[dict[str, Any], LanguageModel]]] = {}
+
+
+def _agrees(asked: dict[str, Any], built: dict[str, Any]) -> bool:
+    return all(k in built and built[k] == v for k, v in asked.items())
 
 
 def load_model(spec: str | LanguageModel, *, shared: bool = True, **options: Any) -> LanguageModel:
@@ -118,13 +178,26 @@ def load_model(spec: str | LanguageModel, *, shared: bool = True, **options: Any
         return spec
     parsed = parse_spec(spec)
     # scripted models keep a position in their script: every user gets a fresh one
-    key = _cache_key(spec, options) if shared and parsed.backend != "fake" else None
-    if key is not None and key in _CACHE:
-        return _CACHE[key]
+    if not shared or parsed.backend == "fake":
+        model = _build(parsed, options)
+        model.spec = spec
+        return model
+    key = normalised(parsed)
+    entries = [(o, m) for o, m in _CACHE.get(key, []) if not getattr(m, "closed", False)]
+    for built, model in entries:
+        if _agrees(options, built):
+            return model
+    if entries and parsed.backend == "vllm":
+        built = entries[0][0]
+        differ = sorted(k for k in options if built.get(k, "<unset>") != options[k])
+        raise LMError(
+            f"{spec}: this process already runs an engine for this model with options "
+            f"{built or '{}'}; another engine would need a second share of the GPU. Options "
+            f"that differ: {', '.join(differ)}. Give every use of the model the same "
+            f"model_options (per-role role_models take the run's)")
     model = _build(parsed, options)
     model.spec = spec
-    if key is not None:
-        _CACHE[key] = model
+    _CACHE[key] = [*entries, (dict(options), model)]
     return model
 
 
@@ -143,8 +216,24 @@ def check_local_paths(parsed: ModelSpec) -> None:
             raise ModelSpecError(f"model {parsed.raw}: the {what} {name} does not exist")
 
 
+def _importable(module: str) -> bool:
+    from importlib.util import find_spec
+
+    return find_spec(module) is not None
+
+
+def loaded_engine_settings() -> dict[str, dict[str, Any]]:
+    """spec -> engine settings of every shared model that reports them (vLLM engines), for the
+    run's config: what the engine was actually built with."""
+    return {m.spec: dict(m.settings) for entries in _CACHE.values() for _, m in entries
+            if isinstance(getattr(m, "settings", None), dict)
+            and not getattr(m, "closed", False)}
+
+
 def _build(parsed: ModelSpec, options: dict[str, Any]) -> LanguageModel:
-    if parsed.backend in ("hf", "vllm") and not parsed.model.startswith("tiny:"):
+    # a missing vllm package is the first thing to say (the backend says it): paths after it
+    if (parsed.backend == "hf" or parsed.backend == "vllm" and _importable("vllm")) \
+            and not parsed.model.startswith("tiny:"):
         check_local_paths(parsed)
     if parsed.model.startswith("tiny:") and parsed.backend in ("hf", "vllm"):
         from dataclasses import replace

@@ -27,13 +27,14 @@ Decisions taken (spec_000 §7):
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from clew.envs.answers import json_objects, regions
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
+from clew.envs.gridmap import prompts
 from clew.envs.gridmap.instance import (
     ACHIEVED,
     DIRECTIONS,
@@ -45,12 +46,10 @@ from clew.envs.gridmap.instance import (
     prec,
     step_cell,
 )
-from clew.envs.gridmap.prompts import instructions as prompt_instructions
 
 INVALID_POLICIES = ("stay_and_count", "retry_without_step")
 
 # --- action parsing ------------------------------------------------------------------------------
-_JSON_OBJECT = re.compile(r"\{[^{}]*\}")
 _LOOSE_KV = re.compile(r"""["']?\baction\b["']?\s*[:=]\s*["'`]?\s*([A-Za-z]+)""", re.IGNORECASE)
 _WORD = re.compile(r"\b(up|down|left|right)\b", re.IGNORECASE)
 _VERB = re.compile(r"\b(?:move|moving|go|going|head|heading|step|choose|take)\s+(?:to\s+the\s+)?"
@@ -59,42 +58,46 @@ _STRIP = " \t\r\n`'\".,;:!?*()[]<>"
 
 
 def parse_direction(text: Any) -> str | None:
-    """A direction from a model's reply, tolerant of case, code fences and prose; else None."""
+    """A direction from a model's reply, tolerant of case, markdown, fences, reasoning blocks
+    and prose (the rules in the module docstring); else None."""
     if not isinstance(text, str):
         return None
     low = text.strip().lower()
     if low in DIRECTIONS:  # fast path: canonical actions (metric replays, heuristic agents)
         return low
+    for region in regions(text):
+        found, direction = _direction_in(region)
+        if found:
+            return direction
+    return None
+
+
+def _direction_in(text: str) -> tuple[bool, str | None]:
+    """(whether ``text`` holds an explicit answer, its direction)."""
     found_json = False
     last: str | None = None
-    for m in _JSON_OBJECT.finditer(text):
-        try:
-            obj = json.loads(m.group(0))
-        except ValueError:
-            continue
-        if not isinstance(obj, dict):
-            continue
+    for obj in json_objects(text):
         for key, value in obj.items():
             if str(key).strip().lower() == "action":
                 found_json = True
                 d = _clean(value)
                 if d is not None:
                     last = d
-    if last is not None:
-        return last
-    if found_json:  # the model gave an explicit action object, but no direction in it
-        return None
+    if last is not None or found_json:  # an explicit action object decides, valid or not
+        return True, last
     loose = [_clean(m.group(1)) for m in _LOOSE_KV.finditer(text)]
     if loose:
-        return loose[-1]
+        return loose[-1] is not None, loose[-1]
     word = _clean(text.replace("```json", "").replace("```", ""))
     if word is not None:
-        return word
+        return True, word
     words = {w.lower() for w in _WORD.findall(text)}
     if len(words) == 1:
-        return words.pop()
-    verbs = _VERB.findall(text)
-    return verbs[-1].lower() if verbs else None
+        return True, words.pop()
+    verbs = {v.lower() for v in _VERB.findall(text)}
+    if len(verbs) == 1:  # prose naming two moves is ambiguous, whatever their order
+        return True, verbs.pop()
+    return False, None
 
 
 def _clean(value: Any) -> str | None:
@@ -230,10 +233,16 @@ class GridMapEnv(Env):
 
     # --- text for agents -----------------------------------------------------------------
     def instructions(self, variant: str = "default") -> str:
-        return prompt_instructions(variant)
+        return prompts.instructions(variant)
+
+    def task_description(self, variant: str = "default") -> str:
+        return prompts.task_description(variant)
+
+    def answer_format(self) -> str:
+        return prompts.ANSWER_NOTATION
 
     def action_help(self) -> str:
-        return 'Answer with exactly one JSON object, e.g. {"action": "up"}.'
+        return prompts.ACTION_HELP
 
     def parse_action(self, text: str) -> str | None:
         return parse_direction(text)

@@ -62,6 +62,10 @@ MODE_TEXT = {
     "reasoning": ("First reason briefly about where you are, what you know and what to do next; "
                   "then end your reply with the JSON object."),
 }
+#: the notation of one action, for roles that put it inside their own reply format
+ANSWER_NOTATION = 'a JSON object naming one legal direction, e.g. {"action": "up"}'
+ACTION_HELP = ("Moves: up, down, left, right (one cell per move); each observation lists the "
+               "moves that are legal there.")
 HARNESS_NOTE = (
     "Each turn also brings a summary of the explored map: visited cells, reachable frontier "
     "cells, discovered states, activated states and prerequisite relations."
@@ -85,16 +89,22 @@ def parse_variant(variant: str) -> tuple[str, str, bool]:
     return mode, kind, harness
 
 
-def instructions(variant: str = "default") -> str:
-    """System prompt: environment description, strategy sentence, action format (§3.1)."""
-    mode, kind, harness = parse_variant(variant)
+def task_description(variant: str = "default") -> str:
+    """The role-neutral part of the system prompt: environment description and strategy
+    sentence, without the reply format (Env.task_description)."""
+    _, kind, harness = parse_variant(variant)
     parts = [ENVIRONMENT]
     if harness:
         parts.append(HARNESS_NOTE)
     if STRATEGY[kind]:
         parts.append(STRATEGY[kind])
-    parts.append(f"{ACTION_FORMAT} {MODE_TEXT[mode]}")
     return "\n\n".join(parts)
+
+
+def instructions(variant: str = "default") -> str:
+    """System prompt: environment description, strategy sentence, action format (§3.1)."""
+    mode, _, _ = parse_variant(variant)
+    return f"{task_description(variant)}\n\n{ACTION_FORMAT} {MODE_TEXT[mode]}"
 
 
 # --- harness (§3.5) ----------------------------------------------------------------------------

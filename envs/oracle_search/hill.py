@@ -33,11 +33,13 @@ from clew.envs.oracle_search.protocol import (
     as_number,
     check_variant,
     find_query,
+    last_match,
     strip_fences,
 )
 
 LO, HI = 0.0, 10.0
 DENOMINATORS = {"w": 1.0, "2w": 2.0}
+_X = re.compile(r"\bx\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", re.IGNORECASE)
 Hill = tuple[float, float, float]  # (centre c, width w, height h)
 
 # §2.1.3: the paper's explicit instances (decoys first, needle last).
@@ -238,8 +240,15 @@ class HillSearchEnv(OracleSearchEnv):
         check_variant(variant)
         return prompts.hill_system()
 
+    def task_description(self, variant: str = "default") -> str:
+        check_variant(variant)
+        return prompts.task_part(prompts.hill_system())
+
+    def answer_format(self) -> str:
+        return prompts.HILL_ANSWER
+
     def action_help(self) -> str:
-        return 'Reply with {"reason": "...", "query": {"x": <number between 0 and 10>}}'
+        return prompts.HILL_HELP
 
     def response_schema(self) -> dict[str, Any]:
         return prompts.hill_schema()
@@ -257,8 +266,7 @@ class HillSearchEnv(OracleSearchEnv):
             if x is None:
                 return None, f"x must be a finite number, got {q['x']!r}"
             return x, None
-        m = re.search(r"\bx\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", text,
-                      re.IGNORECASE)
+        m = last_match(_X, text)
         if m is None:
             m = re.fullmatch(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*", text)
         if m is None:

@@ -28,6 +28,7 @@ from clew.envs.oracle_search.protocol import (
     OracleSearchEnv,
     check_variant,
     find_query,
+    last_match,
     strip_fences,
 )
 
@@ -38,6 +39,8 @@ DEFAULTS: dict[str, Any] = {"n": 15, "m": 120, "k_gold": 4, "k_other": 2, "w_gol
                             "budget": 48}
 
 #: §2.3.3 the paper's instances
+_BITS = re.compile(r"\bbits\s*[=:]\s*\"?([01]+)\b", re.IGNORECASE)
+
 FIXED = {
     "M-main": {"n": 15, "m": 120, "k_gold": 4, "k_other": 2, "w_gold": 80},
     "M-alt1": {"n": 15, "m": 135, "k_gold": 4, "k_other": 2, "w_gold": 90},
@@ -156,9 +159,14 @@ class MaxSatSearchEnv(OracleSearchEnv):
             raise ValueError("maxsatsearch: instructions name n and m of the task; reset first")
         return prompts.maxsat_system(self.n, self.m, self.max_literals)
 
+    def task_description(self, variant: str = "default") -> str:
+        return prompts.task_part(self.instructions(variant))
+
+    def answer_format(self) -> str:
+        return prompts.maxsat_answer(self.n)
+
     def action_help(self) -> str:
-        return ('Reply with {"reason": "...", "query": {"x0": 0|1, ..., '
-                f'"x{self.n - 1}": 0|1}}}}')
+        return prompts.maxsat_help(self.n)
 
     def response_schema(self) -> dict[str, Any]:
         return prompts.maxsat_schema(self.n)
@@ -179,7 +187,7 @@ class MaxSatSearchEnv(OracleSearchEnv):
         q = find_query(text, lambda o: any(_var(k) is not None for k in o) or "bits" in o)
         if q is not None:
             return self._from_object(q)
-        m = re.search(r"\bbits\s*[=:]\s*\"?([01]+)\b", text, re.IGNORECASE) or \
+        m = last_match(_BITS, text) or \
             re.fullmatch(r"\s*([01]+)\s*", text)
         if m is not None:
             return self._from_bits(m.group(1))

@@ -64,6 +64,40 @@ Response format:
   {{"reason": "<your strategy>", "query": {example}}}"""
 
 
+def task_part(system: str) -> str:
+    """A system prompt without its reply rule (Env.task_description): the "Reply with ONLY this
+    JSON" line and the JSON template under it go; the feedback line stays."""
+    lines, out, skip = system.splitlines(), [], False
+    for line in lines:
+        if line.startswith("- Reply with ONLY"):
+            skip = not line.rstrip().endswith("}")   # the template may be on the next line
+            continue
+        if skip and line.startswith("  "):
+            skip = False
+            continue
+        skip = False
+        out.append("Feedback:" if line == "Response format:" else line)
+    if out and out[-1] == "Feedback:":        # nothing left under the header
+        out.pop()
+    return "\n".join(out)
+
+
+HILL_ANSWER = ('a JSON object {"reason": "<your strategy for choosing x>", "query": {"x": '
+               '<number between 0 and 10>}}')
+TREE_ANSWER = 'a JSON object {"reason": "<your reasoning>", "query": {"node": <id>}}'
+HILL_HELP = "One query per turn: f(x) at a real x in [0, 10]."
+TREE_HELP = ("One query per turn: the value of a node that is a neighbour of a node whose value "
+             "you know; each observation lists the nodes you may query.")
+
+
+def maxsat_answer(n: int) -> str:
+    return f'a JSON object {{"reason": "<your strategy>", "query": {{"x0": 0|1, ..., "x{n - 1}": 0|1}}}}'
+
+
+def maxsat_help(n: int) -> str:
+    return f"One query per turn: a complete 0/1 assignment of x0 .. x{n - 1}."
+
+
 def hill_system() -> str:
     return HILL_SYSTEM
 

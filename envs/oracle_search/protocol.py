@@ -41,13 +41,14 @@ calling :meth:`handoff_message` changes nothing.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import random
+import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from clew.envs.answers import json_objects, regions
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.oracle_search import prompts
 
@@ -129,7 +130,7 @@ class OracleSearchEnv(Env):
             st.obs = Observation(f"Stopped with {self.remaining} queries unused.",
                                  {"remaining": self.remaining, "best": self._shown(st.best)})
             return Step(st.obs, 0.0, True, True, {"stopped": True})
-        query, error = self._parse(str(action))
+        query, error = self.read(str(action))
         if query is not None and error is None:
             error = self._validate(query)
         if error is not None:
@@ -172,6 +173,18 @@ class OracleSearchEnv(Env):
     def observation(self) -> Observation:
         return self.state.obs
 
+    def read(self, text: str) -> tuple[Any, str | None]:
+        """The query a reply names: the family's ``_parse`` on each answer region of
+        :func:`clew.envs.answers.regions` in turn (after the last answer label, the last fence,
+        the whole reply); the first region's error when none holds a query."""
+        first_error = None
+        for region in regions(text):
+            query, error = self._parse(region)
+            if query is not None and error is None:
+                return query, None
+            first_error = first_error or error
+        return None, first_error or "no answer after the reasoning block"
+
     # --- facts ---------------------------------------------------------------------------
     def budget(self) -> int:
         """The task's query budget N (Env.budget)."""
@@ -211,7 +224,7 @@ class OracleSearchEnv(Env):
     def parse_action(self, text: str) -> str | None:
         if self.is_stop(text):
             return STOP
-        query, error = self._parse(str(text))
+        query, error = self.read(str(text))
         return None if query is None or error is not None else self._canon(query)
 
     def canonical(self, action: str) -> str:
@@ -252,31 +265,6 @@ class OracleSearchEnv(Env):
 
 # --- tolerant parsing helpers -------------------------------------------------------------------
 
-def json_objects(text: str) -> list[dict[str, Any]]:
-    """Every JSON object in ``text`` (prose and code fences around it are ignored).
-
-    Outer objects come first; when an outer object fails to parse (a truncated response), the
-    objects nested in it are still found.
-    """
-    decoder = json.JSONDecoder()
-    out: list[dict[str, Any]] = []
-    i = 0
-    while True:
-        i = text.find("{", i)
-        if i < 0:
-            return out
-        try:
-            obj, end = decoder.raw_decode(text, i)
-        except ValueError:
-            i += 1
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-            i = end
-        else:
-            i += 1
-
-
 def lower_keys(obj: dict[str, Any]) -> dict[str, Any]:
     return {str(k).strip().lower(): v for k, v in obj.items()}
 
@@ -297,6 +285,14 @@ def find_query(text: str, looks_like_query) -> dict[str, Any] | None:
 
 def strip_fences(text: str) -> str:
     return text.replace("```json", " ").replace("```JSON", " ").replace("```", " ").strip()
+
+
+def last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The last match of ``pattern`` in ``text`` (the last explicit answer wins)."""
+    found = None
+    for found in pattern.finditer(text):
+        pass
+    return found
 
 
 def as_number(value: Any) -> float | None:

@@ -32,6 +32,7 @@ from clew.envs.oracle_search.protocol import (
     as_number,
     check_variant,
     find_query,
+    last_match,
     strip_fences,
 )
 
@@ -44,6 +45,8 @@ DEFAULTS: dict[str, Any] = {
 }
 
 #: §2.2.1 the paper's instances: (r_trap, r_good, b, d_trap, d_good)
+_NODE = re.compile(r"\bnode\s*(?:id)?\s*[=:#]?\s*(-?\d+)\b", re.IGNORECASE)
+
 FIXED = {
     "T-main": {"r_trap": 3, "r_good": 3, "b": 5, "d_trap": 40, "d_good": 12},
     "T-alt1": {"r_trap": 2, "r_good": 2, "b": 3, "d_trap": 40, "d_good": 14},
@@ -212,7 +215,7 @@ class TreeSearchEnv(OracleSearchEnv):
         return sorted(self.state.extra["avail"])
 
     def answered(self, action: str) -> bool:
-        node, error = self._parse(str(action))
+        node, error = self.read(str(action))
         return error is None and node in self.state.extra["known"]
 
     def legal_actions(self) -> list[str]:
@@ -223,8 +226,15 @@ class TreeSearchEnv(OracleSearchEnv):
         check_variant(variant)
         return prompts.tree_system()
 
+    def task_description(self, variant: str = "default") -> str:
+        check_variant(variant)
+        return prompts.task_part(prompts.tree_system())
+
+    def answer_format(self) -> str:
+        return prompts.TREE_ANSWER
+
     def action_help(self) -> str:
-        return 'Reply with {"reason": "...", "query": {"node": <id>}}'
+        return prompts.TREE_HELP
 
     def response_schema(self) -> dict[str, Any]:
         return prompts.tree_schema()
@@ -289,7 +299,7 @@ class TreeSearchEnv(OracleSearchEnv):
             if x is None or not float(x).is_integer():
                 return None, f"node must be an integer id, got {q['node']!r}"
             return int(x), None
-        m = re.search(r"\bnode\s*(?:id)?\s*[=:#]?\s*(-?\d+)\b", text, re.IGNORECASE)
+        m = last_match(_NODE, text)
         if m is None:
             m = re.fullmatch(r"\s*(-?\d+)\s*", text)
         if m is None:

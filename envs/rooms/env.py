@@ -290,20 +290,26 @@ class RoomsEnv(Env):
     # --- text for agents -----------------------------------------------------------------
     def instructions(self, variant: str = "default") -> str:
         """Instruction block (§2.7) + reply format; ``default`` = the task's variant."""
+        return self.task_description(variant) + "\n" + prompts.REPLY_RULE
+
+    def task_description(self, variant: str = "default") -> str:
+        """The instruction block (§2.7) without the reply format (Env.task_description)."""
         cfg = self.config
         if variant == "default":
             variant = cfg.instruction if cfg else "task"
-        block = prompts.instructions(
+        return prompts.instructions(
             variant,
             cfg.layout.door_budget if cfg else "C",
             cfg.n_episodes if cfg else 20,
             cfg.layout.max_pickups if cfg else 3,
         )
-        return block + "\nReply with one object enclosed with < and >, e.g. <door>."
+
+    def answer_format(self) -> str:
+        return prompts.ANSWER_NOTATION
 
     def action_help(self) -> str:
-        return ("Reply with one object you see enclosed with < and >, e.g. <teal door>. "
-                "Visible now: " + ", ".join(self.legal_actions()))
+        """The grammar only: what is visible changes every step and is in each observation."""
+        return prompts.ACTION_HELP
 
     def parse_action(self, text: str) -> str | None:
         if self.state is None:

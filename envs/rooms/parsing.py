@@ -1,18 +1,23 @@
 """Reading a model's reply as one visible object (spec_001 §2.8, §5 #18, #24).
 
-Rules:
+Rules (the shared answer rules of :mod:`clew.envs.answers` first: reasoning blocks dropped, an
+open one leaving no answer; markdown made plain; the text after the last answer label, then the
+last fence, then the whole reply):
 
-* Reasoning blocks are dropped first: everything up to the last ``</think>`` (so a
-  ``<think>`` tag is never taken for the answer).
-* The answer is the first ``<...>`` span. Inside it, case, surrounding punctuation and the
-  separators between words do not matter: ``<Dodger Blue door>``, ``< dodger_blue DOOR >`` and
-  ``<dodger-blue door.>`` all read as ``dodger_blue door``. It must then equal the full name
-  (``<colour> <type>``) of an object visible now.
-* [decision] A reply without any ``<...>`` span is accepted only when the whole reply is
-  exactly a visible object's name (this is also how heuristic agents hand canonical actions,
-  ``"teal door"``, to the env); anything longer without brackets is invalid.
+* In a region, the answer is the **last** ``<...>`` span that names a visible object (the last
+  explicit answer wins; spans naming nothing visible, such as the ``<door>`` of an example, are
+  passed over). Inside a span, case, surrounding punctuation and the separators between words
+  do not matter: ``<Dodger Blue door>``, ``< dodger_blue DOOR >`` and ``<dodger-blue door.>``
+  all read as ``dodger_blue door``. It must equal the full name (``<colour> <type>``) of an
+  object visible now.
+* [decision] A region without any ``<...>`` span is accepted only when it is exactly a visible
+  object's name (also how heuristic agents hand canonical actions, ``"teal door"``, to the env;
+  ``Answer: teal door``); anything longer without brackets is invalid.
 * ``lenient=True`` also accepts a bare colour (``<teal>``) when exactly one visible object has
   that colour.
+
+Decision: the paper reads the first span; clew reads the last one naming a visible object,
+because instruction-tuned models list the options they see before they choose.
 """
 
 from __future__ import annotations
@@ -20,17 +25,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from clew.envs.answers import regions
+
 TYPES = ("door", "ball", "key", "box")
 _SPAN = re.compile(r"<([^<>]*)>")
-_THINK_END = re.compile(r"</think\s*>", re.IGNORECASE)
 _SEPARATORS = re.compile(r"[\s_\-]+")
 _PUNCT = ".,;:!?'\"`*()[]{}"
-
-
-def final_answer(text: str) -> str:
-    """The reply without its reasoning block (text after the last ``</think>``)."""
-    parts = _THINK_END.split(text)
-    return parts[-1]
 
 
 def normalise(candidate: str) -> str:
@@ -41,21 +41,30 @@ def normalise(candidate: str) -> str:
     return "_".join(words)
 
 
+def _object(candidate: str, visible: Sequence[str], lenient: bool) -> str | None:
+    name = normalise(candidate)
+    if name in visible:
+        return name
+    if lenient and name and " " not in name:
+        hits = [obj for obj in visible if obj.rsplit(" ", 1)[0] == name]
+        if len(hits) == 1:
+            return hits[0]
+    return None
+
+
 def parse_reply(text: str, visible: Sequence[str], lenient: bool = False) -> str | None:
     """The visible object a reply names, or ``None`` (invalid reply)."""
     if not isinstance(text, str):
         return None
-    answer = final_answer(text)
-    match = _SPAN.search(answer)
-    candidate = normalise(match.group(1) if match else answer)
-    if not candidate:
-        return None
-    if candidate in visible:
-        return candidate
-    if match is None:
-        return None
-    if lenient and " " not in candidate:
-        hits = [obj for obj in visible if obj.rsplit(" ", 1)[0] == candidate]
-        if len(hits) == 1:
-            return hits[0]
+    for region in regions(text):
+        spans = _SPAN.findall(region)
+        if spans:
+            for span in reversed(spans):
+                obj = _object(span, visible, lenient)
+                if obj is not None:
+                    return obj
+            continue
+        name = normalise(region)
+        if name in visible:
+            return name
     return None

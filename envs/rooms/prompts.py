@@ -33,6 +33,11 @@ ALIASES = {
 QUESTION = ("Which object do you want to interact with next?\n"
             "Reply with one object enclosed with < and >, e.g. <door>. "
             "What is your next action?")
+#: the reply rule of the env's own prompt, and the notation of one action for clew's roles
+REPLY_RULE = "Reply with one object enclosed with < and >, e.g. <door>."
+ANSWER_NOTATION = "the full name of one object you see, enclosed with < and >, e.g. <teal door>"
+ACTION_HELP = ("Interact with one object you see: going through a door, or picking up a ball, "
+               "key or box. Each observation lists the objects you see now.")
 _NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 
 

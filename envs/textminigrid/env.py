@@ -19,6 +19,10 @@ and the instruction block for m. Short-term memory (§3.5, A12), ``memory_mode``
   observation, actions, intention) is written into the prompt.
 * ``"none"``.
 
+The ``prompt`` option names the prompt variant that ``default`` stands for (:mod:`.prompts`;
+``obs`` keeps only the observation description: a third of the tokens, for models with short
+contexts).
+
 Unparsable replies (A15, §3.3 step 5): the first ``requeries`` consecutive ones use no
 environment step (valid=False; the prompt is repeated under a one-line explanation); the next one
 executes MiniGrid's inert ``done`` action, which uses one step and is recorded in the history as
@@ -146,6 +150,7 @@ class TextMiniGridEnv(Env):
         think: bool = False,
         feedback: bool = False,
         trace: bool = False,
+        prompt: str = "default",
     ):
         if representation not in REPRESENTATIONS:
             raise ValueError(f"textminigrid option representation={representation!r}: "
@@ -159,6 +164,7 @@ class TextMiniGridEnv(Env):
         if memory_mode not in MEMORY_MODES:
             raise ValueError(f"textminigrid option memory_mode={memory_mode!r}: "
                              f"choose one of {', '.join(MEMORY_MODES)}")
+        prompts.PromptVariant.parse(prompt)   # an unknown component is named here
         if box_toggle not in BOX_TOGGLE:
             raise ValueError(f"textminigrid option box_toggle={box_toggle!r}: "
                              f"choose one of {', '.join(BOX_TOGGLE)}")
@@ -172,6 +178,9 @@ class TextMiniGridEnv(Env):
         self.think = think
         self.feedback = feedback  # optional blocked-action feedback (§3.4); off for the paper
         self.trace = trace  # record poses and seen cells in the state (for metrics)
+        #: the prompt variant that "default" stands for (``obs`` etc.: shorter prompts, for
+        #: models with small contexts; docs/methods/parsing.md#context-length)
+        self.prompt = prompt
         self.layout: Layout | None = None
         self.level: LayoutLevel | None = None
         self.state: EpisodeState | None = None
@@ -403,7 +412,10 @@ class TextMiniGridEnv(Env):
 
     # --- text for agents ---------------------------------------------------------------------
     def instructions(self, variant: str = "default") -> str:
-        """System prompt (§5.1) for this env's representation; ``variant`` as in :mod:`.prompts`."""
+        """System prompt (§5.1) for this env's representation; ``variant`` as in :mod:`.prompts`
+        (``default``: the env's ``prompt`` option)."""
+        if variant == "default":
+            variant = self.prompt
         examples = None
         if prompts.PromptVariant.parse(variant).fewshot:
             from clew.envs.textminigrid.fewshot import examples_text
@@ -412,8 +424,14 @@ class TextMiniGridEnv(Env):
         return prompts.system_prompt(self.representation, variant, examples)
 
     def action_help(self) -> str:
-        return (f"Actions: {', '.join(ACTIONS)}. Up to {self.max_actions} per turn, written "
-                "<actions>Turn Left,Go Forward</actions> with an <intentions>...</intentions> note.")
+        return f"Actions: {', '.join(ACTIONS)}. Up to {self.max_actions} per turn."
+
+    def answer_format(self) -> str:
+        return prompts.answer_notation(self.max_actions)
+
+    def neutral_observation(self, text: str) -> str:
+        """The user prompt without its instruction block (Env.neutral_observation)."""
+        return prompts.without_instructions(text, self.max_actions)
 
     def parse_action(self, text: str) -> str | None:
         parsed = parse_reply(text, self.max_actions)

@@ -1,11 +1,13 @@
 """Reading a model's reply into atomic actions and an intention (spec_004 §3.2–3.3).
 
-Rules (§3.3, decisions A15/A18):
+Rules (§3.3, decisions A15/A18), after the shared answer rules of :mod:`clew.envs.answers`
+(a reasoning block is dropped, one left open leaves no answer; markdown is made plain):
 
 1. Take the **last** ``<actions>…</actions>`` block (tags in any case). A final block left open
    (generation cut at a stop string) counts up to the next tag or the end. Without any tag, a
-   reply that consists only of action names (e.g. ``Turn Left, Go Forward``, possibly in a code
-   fence) is accepted; prose without tags is not mined for action words.
+   reply whose answer region (after the last answer label, the last fence, or the whole reply)
+   consists only of action names (e.g. ``Turn Left, Go Forward``, ``Answer: Toggle``) is
+   accepted; prose without tags is not mined for action words.
 2. Split on ``,`` (also newlines and ``;``), strip spaces, list markers, quotes, backticks and
    trailing punctuation, compare case-insensitively with the aliases below.
 3. Unrecognised pieces are skipped and reported; the first ``m`` recognised actions are kept and
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from clew.envs.answers import plain, regions, without_reasoning
 
 ACTIONS = ("Turn Left", "Turn Right", "Go Forward", "Pick Up", "Drop", "Toggle")
 
@@ -76,20 +80,30 @@ def _actions_text(reply: str) -> tuple[str | None, bool]:
     return None, False
 
 
+def _bare_list(text: str) -> str | None:
+    bare = _FENCE.sub("", text).strip()
+    bare = re.sub(r"^\s*actions?\s*:", "", bare, flags=re.IGNORECASE)
+    pieces = [p for p in _SPLIT.split(bare) if p.strip()]
+    if not pieces or any(action_name(p) is None for p in pieces):
+        return None
+    return bare
+
+
 def parse_reply(reply: str, max_actions: int | None = None) -> ParsedReply:
     """Parse a model reply (or a bare comma-separated action list)."""
     out = ParsedReply()
+    reply = without_reasoning(reply)
+    if reply is None:
+        return out
+    reply = plain(reply)
     intents = _INTENT.findall(reply)
     if intents:
         out.intention = intents[-1].strip()
     body, out.tagged = _actions_text(reply)
     if body is None:
-        bare = _FENCE.sub("", reply).strip()
-        bare = re.sub(r"^\s*actions?\s*:", "", bare, flags=re.IGNORECASE)
-        pieces = [p for p in _SPLIT.split(bare) if p.strip()]
-        if not pieces or any(action_name(p) is None for p in pieces):
+        body = next((b for r in regions(reply) if (b := _bare_list(r)) is not None), None)
+        if body is None:
             return out
-        body = bare
     body = _FENCE.sub("", body)
     for piece in _SPLIT.split(body):
         if not piece.strip():

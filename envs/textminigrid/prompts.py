@@ -165,6 +165,21 @@ def instruction_block(max_actions: int) -> str:
     )
 
 
+def answer_notation(max_actions: int) -> str:
+    """How one decision is written, for roles that put it inside their own reply format."""
+    s = "" if max_actions == 1 else "s"
+    return (f"up to {max_actions} action{s} between <actions> and </actions>, separated by ',' "
+            "without whitespace, e.g. <actions>Turn Left,Go Forward</actions>")
+
+
+def without_instructions(text: str, max_actions: int) -> str:
+    """A user prompt without its instruction block and thinking line (what the env asks of the
+    reply), for roles with a reply format of their own (Env.neutral_observation)."""
+    for block in (f"\n{instruction_block(max_actions)}", f"\n{THINK_LINE}"):
+        text = text.replace(block, "")
+    return text
+
+
 def transitions_block(transitions: Sequence[Transition]) -> str:
     lines = ["Here are the results of the actions you just executed:"]
     for i, tr in enumerate(transitions):

@@ -85,6 +85,13 @@ register_metric(
     "per-difficulty success (sr_*); §4.3 extensions ext_* (revisits, coverage, no-ops, format)",
 )
 
+register_metric(
+    "web", {"browsergym"}, "clew.envs.browsergym.metrics:episode_metrics",
+    "docs/web.md: success, steps, distinct page states (executed, with simulation), simulated vs "
+    "executed steps, replays (reset + replayed prefix) and their cost per simulated step",
+    keys=("page_states",),
+)
+
 
 # Issue 3 item 4, "metrics that travel": the rooms measures above, for every family with a trace
 # (definitions in each family's trace module; rooms has none and keeps its own functions).
