@@ -6,7 +6,8 @@ fresh directory:
 
 * ``single``: one process, SIGKILL after a random delay;
 * ``race``: a fresh run and a ``--resume`` of the same directory started together (the issue's
-  case), then SIGKILL to both after a random delay;
+  case), or the ``--resume`` started once the first holds the directory, then SIGKILL to both
+  after a random delay;
 * ``twice``: killed, resumed and killed again.
 
 Then one ``--resume`` runs to the end, and the directory must hold every episode exactly once
@@ -81,6 +82,17 @@ def wait(pid: int) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+def reap(pid: int, timeout: float) -> dict[int, int]:
+    """``{pid: exit code}`` once ``pid`` has ended within ``timeout`` seconds, else ``{}``."""
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return {pid: os.waitstatus_to_exitcode(status)}
+        time.sleep(0.005)
+    return {}
+
+
 def run_args(suite: Path, out: Path) -> list[str]:
     return ["search", "--agent", "mcts", "--suite", str(suite), "--out", str(out),
             "--repeats", str(REPEATS), "--concurrency", "2", *SEARCH]
@@ -145,17 +157,29 @@ def stress(root: Path, runs: int, seed: int) -> dict:
             first = run_args(suite, out) + (["--resume"] if k or mode == "twice" else [])
             pids = [spawn(first, log)]
             if mode == "race":
-                time.sleep(rng.uniform(0, 0.05))
+                if rng.random() < 0.5:   # started together
+                    time.sleep(rng.uniform(0, 0.05))
+                else:                    # the second comes while the first writes (a requeue)
+                    stats["race: late"] += 1
+                    until = time.monotonic() + max(2 * full, 2.0)
+                    while not (out / ".lock").exists() and time.monotonic() < until:
+                        time.sleep(0.005)
                 pids.append(spawn(run_args(suite, out) + ["--resume"], log))
+            codes: dict[int, int] = {}
+            if mode == "race" and len(pids) == 2 and (out / ".lock").exists():
+                # a late racer is refused in milliseconds: let it meet the lock before the kill
+                codes.update(reap(pids[1], max(2 * full, 2.0)))
             time.sleep(rng.uniform(0, full))
             for pid in pids:
+                if pid in codes:
+                    continue
                 try:
                     os.kill(pid, signal.SIGKILL)
                     stats["kills"] += 1
                 except ProcessLookupError:
                     pass
             for pid in pids:
-                code = wait(pid)
+                code = codes[pid] if pid in codes else wait(pid)
                 stats["killed" if code == -signal.SIGKILL else f"exit {code}"] += 1
         if (out / "episodes.jsonl").exists():
             stats["episodes before resume"] += len((out / "episodes.jsonl").read_text()

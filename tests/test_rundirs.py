@@ -200,14 +200,16 @@ def test_two_processes_on_one_run_directory(tmp_path):
     """The issue's race: a run and a --resume of it started together. One runs, the other is
     refused naming the holder; nothing is recorded twice and the run resumes cleanly."""
     suite = write_suite(tmp_path / "tasks.jsonl", 8)
+    go = tmp_path / "go"   # the first run waits for it: it holds the directory meanwhile
     args = ["eval", "--agent", "toy-scripted", "--suite", str(suite), "--out",
-            str(tmp_path / "x"), "--concurrency", "2", "agent_options.delay=0.05"]
+            str(tmp_path / "x"), "--concurrency", "2", f"agent_options.hold={go}"]
     first = clew(*args)
     deadline = time.time() + 60
     while not (tmp_path / "x" / ".lock").exists() and time.time() < deadline:
         time.sleep(0.01)
     second = clew(*args, "--resume")
     _, err2 = second.communicate(timeout=120)
+    go.touch()
     _, err1 = first.communicate(timeout=120)
     assert first.returncode == 0, err1
     assert second.returncode == 2

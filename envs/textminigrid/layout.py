@@ -123,7 +123,8 @@ class Layout:
             if name not in data:
                 if name == "room_size":
                     continue
-                raise ValueError(f"textminigrid params.layout: missing field {name!r}")
+                raise ValueError(
+                    f"textminigrid params.layout is malformed: missing field {name!r}")
             try:
                 values[name] = read(data[name])
             except (KeyError, TypeError, ValueError) as exc:
