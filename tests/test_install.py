@@ -23,6 +23,12 @@ SKIP = {".git", ".venv", ".venv-vllm", "build", "dist", "runs", "__pycache__", "
         ".ruff_cache", "node_modules", "exp"}
 
 
+def sh(args: list, **kw) -> subprocess.CompletedProcess:
+    """Run ``args``; the caller asserts on the exit status (with the output in the message)."""
+    return subprocess.run([str(a) for a in args], check=False, capture_output=True, text=True,
+                          **kw)
+
+
 def _copy_source(dest: Path) -> Path:
     """The checkout without venvs, runs or build leftovers (the build writes beside the source)."""
     def ignore(folder, names):
@@ -46,22 +52,19 @@ def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("install")
     src = _copy_source(tmp / "src")
     dist = tmp / "dist"
-    build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--no-index", "-q", "-w", str(dist), str(src)],
-        capture_output=True, text=True, cwd=tmp)
+    build = sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                "--no-index", "-q", "-w", dist, src], cwd=tmp)
     assert build.returncode == 0, build.stderr[-3000:]
     wheel = next(dist.glob("clew-*.whl"))
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; "
-                              "print(sysconfig.get_paths()['purelib'])"],
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    purelib = subprocess.run([str(python), "-c", where],
                              capture_output=True, text=True, check=True).stdout.strip()
     Path(purelib, "zz_dependencies.pth").write_text("\n".join(_dependency_paths()) + "\n")
-    install = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-         "--no-index", "-q", str(wheel)], capture_output=True, text=True, cwd=tmp)
+    install = sh([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
+                  "--no-index", "-q", wheel], cwd=tmp)
     assert install.returncode == 0, install.stderr[-3000:]
     shutil.rmtree(src)  # nothing may be read from the source tree any more
     import zipfile
@@ -93,17 +96,16 @@ def test_installed_clew_finds_presets_by_name_from_another_directory(installed, 
             "print(sorted(a.preset_names()))\n"
             "cfg = c.load_config(s.TrainConfig, 'full-tiny', [], presets='train')\n"
             "print(type(cfg).__name__)\n")
-    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
-                         cwd=tmp_path, env=_env(tmp_path))
+    out = sh([python, "-c", code], cwd=tmp_path, env=_env(tmp_path))
     assert out.returncode == 0, out.stderr[-3000:]
     where, names, cfg = out.stdout.splitlines()[:3]
     assert "site-packages" in where and str(python.parents[1]) in where  # the wheel, not ROOT
     assert "rmcts-mad" in names and "mcts-heuristic" in names
     assert cfg == "TrainConfig"
     # --config takes a preset's name, from any directory
-    run = subprocess.run([str(python.parent / "clew"), "eval", "--config", "mcts-heuristic",
-                          "--suite", "gridmap-mini:test", "--limit", "1", "--out", "r"],
-                         capture_output=True, text=True, cwd=tmp_path, env=_env(tmp_path))
+    run = sh([python.parent / "clew", "eval", "--config", "mcts-heuristic", "--suite",
+              "gridmap-mini:test", "--limit", "1", "--out", "r"], cwd=tmp_path,
+             env=_env(tmp_path))
     assert run.returncode == 0, run.stderr[-3000:]
     assert (tmp_path / "r" / "episodes.jsonl").read_text().count("\n") == 1
 
@@ -111,9 +113,8 @@ def test_installed_clew_finds_presets_by_name_from_another_directory(installed, 
 @pytest.mark.slow
 def test_installed_clew_runs_the_quick_demo(installed, tmp_path):
     python, _ = installed
-    done = subprocess.run([str(python.parent / "clew"), "demo", "--quick", "--out", "demo"],
-                          capture_output=True, text=True, cwd=tmp_path, env=_env(tmp_path),
-                          timeout=1500)
+    done = sh([python.parent / "clew", "demo", "--quick", "--out", "demo"], cwd=tmp_path,
+              env=_env(tmp_path), timeout=1500)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
     assert (tmp_path / "demo" / "models" / "el" / "config.json").exists()
     assert "Traceback" not in done.stderr
