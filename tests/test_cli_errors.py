@@ -104,6 +104,17 @@ def test_corrupt_episodes_file_on_resume(finished, capsys):
     assert episodes.read_text().splitlines()[1] == "not json"   # nothing was changed
 
 
+def test_damaged_input_to_clew_data(finished, capsys):
+    episodes = finished / "episodes.jsonl"
+    good = episodes.read_text().splitlines()
+    episodes.write_text("{broken\n" + good[1] + "\n")
+    one_error(capsys, ["data", "--out", "data", "runs/f"], "episodes.jsonl:1", "corrupt line")
+    one_error(capsys, ["data", "--out", "data", "runs/none"], "runs/none",
+              "not a run directory")
+    (finished / "config.yaml").write_text("- a list\n")
+    one_error(capsys, ["report", "runs/f"], "config.yaml", "mapping")
+
+
 def test_debug_shows_the_traceback(cwd, capsys):
     assert main(["eval", "--agent", "react", "--suite", SUITE, "--debug"]) == 2
     err = capsys.readouterr().err
