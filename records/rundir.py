@@ -87,6 +87,14 @@ def unique_episodes(numbered: list[tuple[int, Any]], file: Path
     return kept, dropped
 
 
+
+def _leftover(p: Path) -> bool:
+    """The lock, or the temp file of an atomic write killed before its rename: not part of a
+    run (a directory holding only these holds no run; a kill during the very first write of
+    config.yaml leaves exactly that)."""
+    return p.name == LOCK_NAME or (p.is_file() and p.name.startswith(".")
+                                   and p.name.endswith(".tmp"))
+
 class RunDir:
     """One run directory. ``open`` checks it is new, or compatible when resuming, and holds its
     lock until ``close``."""
@@ -105,7 +113,7 @@ class RunDir:
 
     def holds_run(self) -> bool:
         """Whether the directory already holds (part of) a run."""
-        return self.path.is_dir() and any(p.name != LOCK_NAME for p in self.path.iterdir())
+        return self.path.is_dir() and not all(_leftover(p) for p in self.path.iterdir())
 
     def open(self, config: dict[str, Any], *, resume: bool, compare: tuple[str, ...] = (),
              check: Callable[[dict[str, Any]], None] | None = None) -> RunDir:
@@ -133,6 +141,9 @@ class RunDir:
                 # A failed episode is retried on resume; its old error line goes.
                 self.errors_file.unlink(missing_ok=True)
             self.path.mkdir(parents=True, exist_ok=True)
+            for p in self.path.iterdir():  # temp files of a writer killed mid-write (we hold it)
+                if p.name != LOCK_NAME and _leftover(p):
+                    p.unlink(missing_ok=True)
             atomic_write_text(self.path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         except BaseException:
             self.lock.release()

@@ -241,6 +241,22 @@ def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     assert len(keys(tmp_path / "x")) == 2
 
 
+def test_a_kill_during_the_first_config_write_leaves_a_directory_that_starts_over(tmp_path):
+    """Found by the 200-run stress test: killed while config.yaml was first written, a run
+    directory holds only the lock and a temp file; --resume (and a plain rerun) start it."""
+    suite = write_suite(tmp_path / "tasks.jsonl", 2)
+    out = tmp_path / "x"
+    out.mkdir()
+    (out / ".lock").write_text("")                       # flock released by the kill
+    (out / ".config.yaml.k1l_ed.tmp").write_text("agent: toy-scr")
+    proc = clew("eval", "--agent", "toy-scripted", "--suite", str(suite), "--out", str(out),
+                "--resume")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert len(keys(out)) == 2
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
+
+
 def test_repeated_task_ids_are_refused_before_any_episode(tmp_path):
     suite = tmp_path / "tasks.jsonl"
     tasks = [line_task(0), line_task(1), line_task(0, length=5)]
