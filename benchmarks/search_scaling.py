@@ -1,12 +1,17 @@
-"""Search scaling with heuristic roles: MCTS vs the same policy without search (issue 5, spec_002 §7).
+"""Search scaling with heuristic roles: search algorithms at equal simulation budgets vs the same
+policy without search (issue 5, spec_002 §7; issue 14: best-of-N and AB-MCTS beside MCTS).
 
-Both agents use the heuristic policy of :mod:`clew.agents.heuristics.roles` (legal actions with
-priors from the frequencies of 20 uniform draws by default, like an LM's sampled priors). ``policy-only`` draws one action per step from those priors; ``mcts``
-searches with a **noisy** heuristic value (ground-truth progress + Gaussian noise, an imperfect
-judge stand-in; ``uses_oracle``) at several nodes-per-tree budgets (``n_simulations``). Same
-tasks, same seeds. Prints one JSON line per (suite, agent, budget) and a summary line.
+Every agent uses the heuristic policy of :mod:`clew.agents.heuristics.roles` (legal actions with
+priors from the frequencies of 20 uniform draws by default, like an LM's sampled priors).
+``policy-only`` draws one action per step from those priors; the search agents (``--agents``:
+any of ``mcts``, ``best-of-n``, ``ab-mcts``, ``best-first``, ``tot-bfs``, ``tot-dfs``) search with
+a **noisy** heuristic value (ground-truth progress + Gaussian noise, an imperfect judge
+stand-in; ``uses_oracle``) at several budgets (``search.n_simulations``: simulations, sampled
+episodes or pops per tree). Same tasks, same seeds. Prints one JSON line per (suite, agent,
+budget), a summary line, and a success table (agents x budgets) per suite.
 
     python benchmarks/search_scaling.py --suite gridmap-v1:test --suite textminigrid-v1:test
+    nice -n 10 python benchmarks/search_scaling.py --agents mcts,best-of-n,ab-mcts --budgets 8,16,32
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import random
 import statistics
 import time
@@ -34,8 +40,28 @@ async def run_one(make, tasks, seeds, max_steps, concurrency):
 
     async def one(task, seed):
         async with sem:
-            return await run_episode(make(seed), task, max_steps=max_steps)
+            trees = []
+            rec = await run_episode(make(seed), task, max_steps=max_steps,
+                                    on_tree=lambda t, d: trees.append(d))
+            rec["_trees"] = trees
+            return rec
     return await asyncio.gather(*(one(t, s) for t in tasks for s in seeds))
+
+
+def _per_step(recs, counter):
+    """Mean of a tree counter over every searched step of ``recs`` (NaN without trees)."""
+    xs = [t["counters"].get(counter, 0) for r in recs for t in r.get("_trees", [])]
+    return statistics.fmean(xs) if xs else math.nan
+
+
+def table(suite, agents, budgets, summary):
+    """A success table: one row per agent, one column per budget."""
+    head = f"| {suite} | " + " | ".join(str(b) for b in budgets) + " |"
+    lines = [head, "|---|" + "---:|" * len(budgets)]
+    for agent in agents:
+        cells = [f"{summary.get(f'{agent}@{b}', math.nan):.3f}" for b in budgets]
+        lines.append(f"| {agent} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def summarise(suite, agent, budget, recs, wall):
@@ -46,13 +72,16 @@ def summarise(suite, agent, budget, recs, wall):
             "mean_steps": round(statistics.fmean(r["outcome"]["steps"] for r in recs), 2),
             "mean_simulated": round(statistics.fmean(r["interactions"]["simulated"]
                                                      for r in recs), 1),
+            "value_calls_per_step": round(_per_step(recs, "value_calls"), 2),
+            "policy_calls_per_step": round(_per_step(recs, "policy_calls"), 2),
             "wall_s": round(wall, 2)}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", action="append", help="SUITE:SPLIT (repeatable)")
-    p.add_argument("--budgets", default="2,5,10,15", help="nodes per tree")
+    p.add_argument("--agents", default="mcts", help="search presets, comma-separated")
+    p.add_argument("--budgets", default="2,5,10,15", help="simulations per tree")
     p.add_argument("--noise", type=float, default=0.3, help="std of the value noise")
     p.add_argument("--prior", default="sampled", help="heuristic policy prior")
     p.add_argument("--seeds", default="0", help="agent seeds (value noise, sampling)")
@@ -63,16 +92,17 @@ def main() -> None:
     suites = args.suite or ["gridmap-v1:test"]
     budgets = [int(b) for b in args.budgets.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
+    agents = args.agents.split(",")
     summary = {}
     for suite in suites:
         tasks = resolve(suite)[: args.limit]
-        variants = [("policy-only", None)] + [("mcts", b) for b in budgets]
+        variants = [("policy-only", None)] + [(a, b) for a in agents for b in budgets]
         for agent, budget in variants:
             def make(seed, budget=budget, agent=agent):
                 common = {"seed": seed, "policy": {"prior": args.prior}}
                 if agent == "policy-only":
                     return build_agent("policy-only", **common)
-                return build_agent("mcts", search={"n_simulations": budget},
+                return build_agent(agent, search={"n_simulations": budget},
                                    value={"noise": args.noise}, **common)
             t0 = time.perf_counter()
             recs = asyncio.run(run_one(make, tasks, seeds, args.max_steps, args.concurrency))
@@ -81,6 +111,10 @@ def main() -> None:
             print(json.dumps(row), flush=True)
             summary.setdefault(suite, {})[f"{agent}@{budget}" if budget else agent] = row["success"]
     print(json.dumps({"summary": summary}), flush=True)
+    for suite in suites:
+        print(f"\nsuccess (policy-only: {summary[suite]['policy-only']:.3f}; noise {args.noise}, "
+              f"seeds {args.seeds})")
+        print(table(suite, agents, budgets, summary[suite]), flush=True)
 
 
 if __name__ == "__main__":

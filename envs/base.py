@@ -29,6 +29,7 @@ not care; callers use these names directly (no ``getattr``). An env overrides on
 ``answered``        whether an action's answer is already known (asking again is refused)
 ``budget``          the query budget the task states to the agent; default ``None``
 ``progress``        ground-truth progress in [0, 1] for heuristic roles and metrics
+``steps_to_goal``   fewest steps to success from here (ground truth for diagnostics)
 ``state_key``       hashable world state without the clock, for peek counting
 ``oracle``          ground truth for metrics and heuristic baselines
 ==================  =========================================================================
@@ -258,6 +259,17 @@ class Env(ABC):
         Families with a better measure override it (gridmap, TextMiniGrid).
         """
         return float(self.grade())
+
+    def steps_to_goal(self) -> float | None:
+        """Fewest further steps that reach success from the current state, playing with full
+        knowledge of the world under the env's own limits (``math.inf`` when success is out of
+        reach, 0 once it is reached), or ``None`` when the env does not define it (the default).
+
+        Ground truth for ``clew diagnose`` (docs/methods/diagnose.md) only, like
+        :meth:`oracle`; agents never call it. The runner's step limit is not the env's: the
+        caller compares the result with the steps the episode rules leave.
+        """
+        return None
 
     def answered(self, action: str) -> bool:
         """Whether ``action``'s answer is already known in this episode, so that asking it

@@ -29,8 +29,10 @@ Decisions:
   least two distinct values over all episodes; rows follow the families' declaration order
   (families by name).
 * Nodes per tree: the search budget from ``agent_options`` (first key of :data:`NODE_KEYS`
-  found, nested dicts searched too); without one, the mean node count of the run's saved trees
-  (an even sample of at most :data:`MAX_TREES_READ` files).
+  found, nested dicts searched too); without one, measured on the run's saved trees (an even
+  sample of at most :data:`MAX_TREES_READ` files): the mean of their ``simulations`` counter
+  (the budget units every algorithm counts alike; best-of-N makes several nodes per unit), else
+  their mean node count.
 * Gap shares are ratios of the mean gaps, one pair of columns (the per-run averaging of
   spec_001 D12 needs several runs per agent; the metric's own per-episode shares stay in
   ``metrics.json``: four share columns side by side read as a puzzle).
@@ -407,7 +409,10 @@ def nodes_per_tree(run: Run) -> tuple[float, str]:
     counts = []
     for file in files:
         try:
-            counts.append(len(load_tree_dict(file).get("nodes", [])))
+            data = load_tree_dict(file)
+            sims = (data.get("counters") or {}).get("simulations")
+            counts.append(sims if isinstance(sims, int) and not isinstance(sims, bool)
+                          else len(data.get("nodes", [])))
         except TreeFormatError as exc:
             print(f"warning: {exc}", file=sys.stderr)
     if counts:
@@ -476,6 +481,9 @@ def make_plots(runs: list[Run], tables: dict[str, Table], out: Path) -> tuple[li
     if plots.gap_bars(gap_rows, path):
         figs.append(Figure("gap_decomposition", "Gap decomposition", path,
                            "Mean normalised exploration + exploitation gap; bar = total gap."))
+    from clew.eval.diagnose import report_figures
+
+    figs += report_figures(runs, pdir)
     return figs, fits
 
 
@@ -487,6 +495,9 @@ def build_tables(runs: list[Run], react: Run | None) -> dict[str, Table]:
             tables[t.key] = t
     tables["compute"] = compute_table(runs)
     tables["failures"] = failures_table(runs)
+    from clew.eval.diagnose import report_tables  # runs that `clew diagnose` has read
+
+    tables.update(report_tables(runs))
     return tables
 
 

@@ -46,6 +46,7 @@ EXTRA_COMMANDS = {
     "report": ("clew.scripts.cmd_report", "tables and plots comparing runs"),
     "view": ("clew.scripts.cmd_view", "render a search tree as an HTML page"),
     "merge": ("clew.scripts.cmd_merge", "combine shard run directories into one"),
+    "diagnose": ("clew.scripts.cmd_diagnose", "measure a run's search roles against ground truth"),
     "doctor": ("clew.scripts.doctor", "preflight: GPUs, driver, CUDA, vLLM stack, what is missing"),
 }
 

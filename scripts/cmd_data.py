@@ -2,7 +2,9 @@
 (spec_002 §6; :mod:`clew.training.datasets`).
 
 Writes ``DIR/el``, ``DIR/il_all``, ``DIR/il_matched`` (Hugging Face ``save_to_disk``), the same as
-JSONL (``DIR/<subset>.jsonl``, chat format) and ``DIR/export_report.json``.
+JSONL (``DIR/<subset>.jsonl``, chat format), ``DIR/pairs`` and ``DIR/values`` (preference pairs
+and value targets, docs/methods/exploratory-learning.md#preference-pairs-and-dpo; JSONL too) and
+``DIR/export_report.json``.
 """
 
 from __future__ import annotations
@@ -64,6 +66,13 @@ def run(args: argparse.Namespace) -> int:
         if report[what]:
             print(f"{len(report[what])} {what.replace('_', ' ')} skipped, e.g. {report[what][0]}")
     print(f"report: {out / 'export_report.json'}")
+    from clew.training.datasets import TREE_SUBSETS
+
+    no_rows = empty_subsets(cfg, report, TREE_SUBSETS)
+    if no_rows:  # pairs and values are extras of a search's trees: said, not an error
+        print(f"note: no rows in {', '.join(no_rows)} (pair_margin, pair_min_visits and "
+              f"value_min_visits set what qualifies; counts: {report['tree_rows'] or '-'})",
+              file=sys.stderr)
     empty = empty_subsets(cfg, report)
     if empty and not cfg.allow_empty:
         print(f"warning: no samples in {', '.join(empty)}; "

@@ -1,4 +1,5 @@
-"""``clew train --config FILE [key=value ...]``: LoRA / full SFT with TRL (:mod:`clew.training.sft`).
+"""``clew train --config FILE [key=value ...]``: LoRA / full SFT with TRL (:mod:`clew.training.sft`);
+with ``objective=dpo``, DPO on ``clew data``'s preference pairs (:mod:`clew.training.dpo`).
 
 Runs as is or under ``accelerate launch -m clew.scripts.cli train ...`` on several GPUs.
 ``--merge-only ADAPTER --out DIR`` merges a trained adapter into its base model instead.
@@ -13,7 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="YAML config (fields of training.sft.TrainConfig) or the name "
                                     "of a preset shipped with clew: lora-tiny, lora-7b, "
                                     "full-tiny (configs/train/)")
-    p.add_argument("--data", help="dataset folder or .jsonl (clew data output)")
+    p.add_argument("--data", help="dataset folder or .jsonl (clew data output; pairs for dpo)")
     p.add_argument("--model", help="base model: PATH, hub id, hf:PATH or tiny:PATH")
     p.add_argument("--out", dest="output_dir", help="output folder (adapter or model)")
     p.add_argument("--merge", action="store_true", default=None,

@@ -19,9 +19,11 @@ from what the tree predicted (``docs/methods/rmcts.md``).
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol
 
+from clew.agents.seeds import derive_seed
 from clew.search.nodes import SearchHooks
 from clew.search.tree import Edge, Tree
 from pydantic import BaseModel, ConfigDict, Field
@@ -79,3 +81,12 @@ class SearchAlgorithm(Protocol):
     config: SearchConfig
 
     async def plan(self, hooks: SearchHooks, root_obs: str | None) -> SearchResult: ...
+
+
+def search_rng(hooks: SearchHooks, algorithm: str, root_obs: str | None) -> random.Random:
+    """The random generator of an algorithm that draws by itself (best-of-N, AB-MCTS): seeded
+    from the hooks' ``seed`` (the search agent derives it from its seed, the episode and the real
+    step; hooks without one count as seed 0) and the root observation, so a search is
+    reproducible under a seed and two real steps do not share their draws."""
+    base = getattr(hooks, "seed", None)     # optional: scripted hooks in tests have none
+    return random.Random(derive_seed(0 if base is None else base, algorithm, root_obs))

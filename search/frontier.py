@@ -129,7 +129,7 @@ def _root_edge(edge: Edge) -> Edge:
 
 
 # --- the loop ----------------------------------------------------------------------------------
-def _replay(hooks: SearchHooks, path: list[Edge]) -> None:
+def replay_path(hooks: SearchHooks, path: list[Edge]) -> None:
     """Root, then the edges of ``path``: the simulator ends at the last edge's child."""
     hooks.to_root()
     for e in path:
@@ -152,7 +152,7 @@ async def frontier_search(hooks: SearchHooks, root_obs: str | None, cfg: Frontie
             tree.counters["simulations"] += 1
             path = edge.parent.path_edges()
             if not edge.is_none:
-                _replay(hooks, path)
+                replay_path(hooks, path)
             child = step_edge(tree, edge.parent, edge, hooks, cfg)
             if not child.needs_eval:
                 score = child.value

@@ -59,6 +59,8 @@ class EpisodeHooks:
         self.agent, self.episode, self.state = agent, episode, state
         self.sim = episode.simulator()
         self.root_snap = self.sim.snapshot()
+        # for algorithms that draw random numbers themselves (best-of-N, AB-MCTS)
+        self.seed = derive_seed(agent.seed, episode.key, episode.t, "search")
         env = episode.env
         self.prefix_obs = [o.text for o in episode.observations]
         self.prefix_actions = [env.canonical(s.action) for s in episode.steps]

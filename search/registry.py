@@ -18,6 +18,8 @@ ALGORITHMS: dict[str, str] = {
     "bfs": "clew.search.frontier:BFS",
     "dfs": "clew.search.frontier:DFS",
     "best-first": "clew.search.frontier:BestFirst",
+    "best-of-n": "clew.search.best_of_n:BestOfN",
+    "ab-mcts": "clew.search.ab_mcts:ABMCTS",
 }
 DEFAULT_ALGORITHM = "mcts"
 

@@ -15,7 +15,7 @@ from clew.training.datasets import (
     save_datasets,
 )
 from pydantic import ValidationError
-from training_toys import write_run
+from training_toys import raw, write_run
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +29,14 @@ def test_subsets_selection_and_metadata(tmp_path):
     assert (report["episodes"], report["selected"]) == (4, 3)   # ex-fail is not selected
     assert report["el_episodes"] == 2 and report["il_episodes"] == 3
     assert report["el_skipped"] == {"no search trees": 1}
-    assert report["samples"] == {"el": 8, "il_all": 3, "il_matched": 2}
+    # pairs and values come from every tree, the failed episode's too: one pair per tree (at
+    # the root, B (Q .75) over A (Q .15); s1's other edge was never visited), a value row per
+    # node but s4, which lies past the goal (its replay ends the episode first)
+    assert report["samples"] == {"el": 8, "il_all": 3, "il_matched": 2, "pairs": 3, "values": 12}
+    assert report["tree_rows"] == {"replay_failed": 3, "value_unknown": 0}
+    pair = ds["pairs"][0]
+    assert (pair["chosen"][0]["content"], pair["rejected"][0]["content"]) == (raw("B"), raw("A"))
+    assert (pair["q_chosen"], pair["q_rejected"], pair["n_chosen"]) == (0.75, 0.15, 2)
     el = ds["el"]
     assert set(el["kind"]) == {"el"} and set(el["task_id"]) == {"ex-0", "ex-1"}
     assert set(ds["il_all"]["task_id"]) == {"ex-0", "ex-1", "ex-91"}

@@ -8,7 +8,11 @@ objects with a ``messages`` column in chat format plus metadata columns:
 * ``el``: Exploratory Learning samples;
 * ``il_all``: Imitation Learning samples of every selected episode (the paper's IL);
 * ``il_matched``: IL samples of exactly the episodes that gave EL data (the code's IL), so EL
-  and IL can be compared on equal task sets (§6.2).
+  and IL can be compared on equal task sets (§6.2);
+* ``pairs`` and ``values``: step-level preference pairs (TRL's conversational preference format)
+  and value targets from every episode's trees (:mod:`clew.training.preferences`,
+  docs/methods/exploratory-learning.md#preference-pairs-and-dpo); their own columns, one JSONL
+  shape.
 
 Every assistant message carries ``weight`` (0 or 1, the OpenAI fine-tuning convention); other
 messages have ``weight`` null. Metadata columns: ``task_id``, ``env``, ``source_run``,
@@ -48,10 +52,13 @@ from clew.records import RunDir, atomic_write_text, write_atomic
 from clew.records.jsonl import numbered_jsonl
 from clew.search.tree import Tree, TreeFormatError, load_tree
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
+from clew.training.preferences import PairOptions, episode_rows
 from pydantic import BaseModel, ConfigDict, Field
 
 SUBSETS = ("el", "il_all", "il_matched")
 EXAMPLES_PER_REASON = 3
+#: subsets from the search's estimates rather than chats (:mod:`clew.training.preferences`)
+TREE_SUBSETS = ("pairs", "values")
 EXPORT_FORMATS = ("chat", "openai", "prompt_completion", "context_response")
 
 
@@ -71,8 +78,12 @@ class DataConfig(BaseModel):
     elide_keep_last_pairs: int = Field(6, ge=1)
     strict_replay: bool = False
     env_options: dict[str, Any] = Field(default_factory=dict)
-    subsets: list[Literal["el", "il_all", "il_matched"]] = Field(
-        default_factory=lambda: list(SUBSETS))
+    subsets: list[Literal["el", "il_all", "il_matched", "pairs", "values"]] = Field(
+        default_factory=lambda: [*SUBSETS, *TREE_SUBSETS])
+    pair_margin: float = Field(0.1, ge=0.0, le=1.0,
+                               description="least Q gap of a pair, on the unit value scale")
+    pair_min_visits: int = Field(2, ge=1, description="least visits of each edge of a pair")
+    value_min_visits: int = Field(1, ge=1, description="least visits behind a value row's q")
     formats: list[Literal["chat", "openai", "prompt_completion", "context_response"]] = Field(
         default_factory=lambda: ["chat"])
     allow_empty: bool = Field(False, description="an empty subset is not an error")
@@ -82,6 +93,10 @@ class DataConfig(BaseModel):
             el_max_actions=self.el_max_actions, assessment_value=self.assessment_value,
             sample_mode=self.sample_mode, elide_keep_first_pairs=self.elide_keep_first_pairs,
             elide_keep_last_pairs=self.elide_keep_last_pairs, strict_replay=self.strict_replay)
+
+    def pair_options(self) -> PairOptions:
+        return PairOptions(self.pair_margin, self.pair_min_visits, self.value_min_visits,
+                           self.elide_keep_first_pairs, self.elide_keep_last_pairs)
 
     def digest(self) -> str:
         blob = json.dumps(self.model_dump(exclude={"out", "allow_empty"}), sort_keys=True)
@@ -133,6 +148,13 @@ def is_selected(record: dict[str, Any]) -> bool:
 
 
 # --- building -----------------------------------------------------------------------------------
+def _meta(record: dict[str, Any], run: str) -> dict[str, Any]:
+    task = record["task"]
+    return {"task_id": str(task.get("id", "")), "env": str(task.get("env", "")),
+            "source_run": run, "episode": str(record["key"]),
+            "agent": str(record.get("agent", ""))}
+
+
 def _rows(samples: list[Sample], record: dict[str, Any], run: str, kind: str,
           subset: str) -> list[dict[str, Any]]:
     task = record["task"]
@@ -183,6 +205,9 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
         if len(examples) < EXAMPLES_PER_REASON:
             examples.append(f"{record.get('key')}: {why}")
 
+    tree_rows: dict[str, list[dict[str, Any]]] = {s: [] for s in TREE_SUBSETS}
+    tree_counts: Counter = Counter()
+    want_tree_rows = any(s in cfg.subsets for s in TREE_SUBSETS)
     for run in cfg.runs:
         episodes = read_episodes(run)
         for i, record in enumerate(_progress(episodes, progress, run), 1):
@@ -191,20 +216,27 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
             if bad:
                 report["unreadable_records"].append(f"{run}: episode record {i}: {bad}")
                 continue
-            if cfg.success_only and not is_selected(record):
-                continue
-            report["selected"] += 1
             task = Task.from_dict(record["task"])
             try:
                 trees = read_trees(run, record["key"])
-            except TreeFormatError as exc:  # that episode has no EL data; the rest goes on
+            except TreeFormatError as exc:  # that episode has no tree data; the rest goes on
                 report["unreadable_trees"].append(str(exc))
                 trees, tree_error = {}, f"unreadable tree: {exc}"
             else:
                 tree_error = None
-            out: EpisodeExport = export_episode(
-                record, trees, lambda task=task: make_for(task, **cfg.env_options),
-                options=options)
+
+            def make_env(task=task):
+                return make_for(task, **cfg.env_options)
+            if want_tree_rows and not tree_error:  # every episode: Q and V do not depend on
+                more = episode_rows(record, trees, make_env, cfg.pair_options(),  # the outcome
+                                    _meta(record, str(run)))
+                tree_rows["pairs"] += more.pairs
+                tree_rows["values"] += more.values
+                tree_counts.update(more.counts)
+            if cfg.success_only and not is_selected(record):
+                continue
+            report["selected"] += 1
+            out: EpisodeExport = export_episode(record, trees, make_env, options=options)
             if tree_error:
                 out.el, out.el_skipped = [], tree_error
             if cfg.il_max_actions is not None and len(record["actions"]) > cfg.il_max_actions:
@@ -231,7 +263,11 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
     feats = features()
     datasets = {name: Dataset.from_list(rows[name], features=feats) if rows[name] else
                 Dataset.from_dict({k: [] for k in feats}, features=feats)  # keeps the schema
-                for name in cfg.subsets}
+                for name in cfg.subsets if name in SUBSETS}
+    for name in TREE_SUBSETS:
+        if name in cfg.subsets:
+            datasets[name] = Dataset.from_list(tree_rows[name])
+    report["tree_rows"] = dict(tree_counts)
     report["samples"] = {name: len(ds) for name, ds in datasets.items()}
     for key in ("el_skipped", "il_skipped", "counts"):
         report[key] = dict(report[key])
@@ -245,8 +281,9 @@ def _reason(text: str) -> str:
     return re.sub(r"\d+(\.\d+)?", "N", re.sub(r"'[^']*'", "'...'", text))
 
 
-def empty_subsets(cfg: DataConfig, report: dict[str, Any]) -> list[str]:
-    return [name for name, n in report["samples"].items() if n == 0]
+def empty_subsets(cfg: DataConfig, report: dict[str, Any], names=SUBSETS) -> list[str]:
+    """The subsets among ``names`` (the chat subsets unless told) that got no sample."""
+    return [name for name, n in report["samples"].items() if n == 0 and name in names]
 
 
 def empty_hint(cfg: DataConfig, report: dict[str, Any]) -> str:
@@ -301,6 +338,10 @@ def save_datasets(datasets: dict[str, Any], report: dict[str, Any], out: str | P
     out.mkdir(parents=True, exist_ok=True)
     for name, ds in datasets.items():
         ds.save_to_disk(str(out / name))
+        if name in TREE_SUBSETS:      # already in their one shape (TRL's preference format)
+            write_atomic(out / f"{name}.jsonl", ((json.dumps(row, ensure_ascii=False) + "\n")
+                                                 .encode("utf-8") for row in ds))
+            continue
         for fmt in formats:
             file = out / (f"{name}.jsonl" if fmt == "chat" else f"{name}.{fmt}.jsonl")
             write_atomic(file, ((json.dumps(to_export(row, fmt), ensure_ascii=False) + "\n")

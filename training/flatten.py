@@ -397,7 +397,7 @@ class Chat:
 
 def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
                   root: Node | None = None, strict: bool = False,
-                  min_grade: float | None = None) -> Chat:
+                  min_grade: float | None = None, open_end: bool = False) -> Chat:
     """Replay ``turns`` in ``env`` as the runner would run the distilled agent (§6.9, §6.10).
 
     Each assistant text goes through :func:`clew.agents.distilled.decide`, exactly as the agent's
@@ -410,6 +410,8 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
     the env ends the episode before the last turn (the search walked into a finished state and
     went on searching) the chat ends there when the grade reached is at least ``min_grade`` (a
     successful, shorter trajectory; ``chat.truncated``); otherwise it is a :class:`ReplayError`.
+    ``open_end`` ends the chat with the user turn that follows the last turn instead: the prompt
+    of the next decision (preference pairs, :mod:`clew.training.preferences`).
     """
     first = env.reset(task)
     chat = Chat([{"role": "system", "content": system_prompt(env, fmt)},
@@ -474,6 +476,8 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
             raise ReplayError(f"the env ended the episode after turn {i} of {len(turns)} with "
                               f"grade {grade:g}: the trajectory, backtracks included, is longer "
                               f"than the env's own step budget")
+    if open_end and pending is not None:
+        chat.messages.append({"role": "user", "content": pending})
     return chat
 
 

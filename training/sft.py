@@ -10,6 +10,9 @@ chats"), §6.8 (per-turn weights).
   ``assistant_only_loss``, which needs ``{% generation %}`` markers in the chat template; TRL
   patches the templates of the common model families itself). A weight-0 assistant turn after a
   weighted one cannot be expressed this way and is an error naming the row.
+* ``objective: dpo`` trains preference pairs with TRL's ``DPOTrainer`` instead
+  (:mod:`clew.training.dpo`, docs/methods/exploratory-learning.md#preference-pairs-and-dpo);
+  the fields below mean the same for both.
 * Runs under ``accelerate launch`` unchanged (the Trainer picks up DDP / FSDP / DeepSpeed);
   on a machine without CUDA it trains on CPU (``use_cpu``, fp32).
 * Output: the adapter (LoRA) or the full model, with the tokenizer, in ``output_dir``;
@@ -35,7 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clew.training.datasets import load_chat_dataset
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class LoraSettings(BaseModel):
@@ -55,8 +58,13 @@ class TrainConfig(BaseModel):
     model: str = Field(..., description="base model: PATH, hub id, hf:PATH, or tiny:PATH")
     data: str = Field(..., description="dataset folder (clew data output) or .jsonl file")
     output_dir: str
+    objective: Literal["sft", "dpo"] = Field(
+        "sft", description="sft: chats (EL/IL); dpo: preference pairs (clew data's pairs)")
     method: Literal["lora", "full"] = "lora"
     lora: LoraSettings = Field(default_factory=LoraSettings)
+    dpo: dict[str, Any] = Field(
+        default_factory=dict, description="TRL DPOConfig fields (beta, loss_type, ...), passed "
+                                          "through; TRL's defaults apply to the others")
     max_length: int | None = Field(2048, ge=16)
     truncation_mode: Literal["keep_end", "keep_start"] = Field(
         "keep_end", description="keep_end keeps the target turn of a long prefix sample")
@@ -85,6 +93,24 @@ class TrainConfig(BaseModel):
     save_checkpoints: bool = True
     resume_from_checkpoint: str | bool | None = None
     merge: bool = False
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _method(cls, value: Any) -> Any:
+        if value == "dpo":
+            raise ValueError("dpo is an objective, not a way to hold the weights: write "
+                             "objective=dpo (method: lora | full picks LoRA or full weights)")
+        return value
+
+    @model_validator(mode="after")
+    def _unread(self) -> TrainConfig:
+        """An option the chosen objective does not read is an error naming it."""
+        unread = {"sft": ["dpo"] if self.dpo else [],
+                  "dpo": sorted({"assistant_only_loss", "packing"} & self.model_fields_set)}
+        if unread[self.objective]:
+            raise ValueError(f"{', '.join(unread[self.objective])}: not read when objective is "
+                             f"{self.objective}")
+        return self
 
 
 @dataclass
@@ -170,10 +196,9 @@ def _checkpointing_field(config_class) -> str:
         else "gradient_checkpointing"
 
 
-def sft_config(cfg: TrainConfig):
-    """TRL ``SFTConfig`` from our config (device and precision resolved here)."""
+def trainer_args(cfg: TrainConfig) -> dict[str, Any]:
+    """The ``TrainingArguments`` fields SFT and DPO share (device and precision resolved here)."""
     import torch
-    from trl import SFTConfig
 
     cuda = torch.cuda.is_available()
     if cfg.device == "cuda" and not cuda:
@@ -186,21 +211,29 @@ def sft_config(cfg: TrainConfig):
         raise ValueError(f"precision: {precision} needs a GPU; use fp32 (or auto) on CPU")
     _check_reporters(cfg.report_to)
     dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[precision]
+    return {
+        "output_dir": cfg.output_dir, "num_train_epochs": cfg.epochs, "max_steps": cfg.max_steps,
+        "per_device_train_batch_size": cfg.batch_size,
+        "gradient_accumulation_steps": cfg.grad_accum, "learning_rate": cfg.learning_rate,
+        "lr_scheduler_type": cfg.lr_scheduler, "warmup_steps": cfg.warmup_steps,
+        "weight_decay": cfg.weight_decay, "max_grad_norm": cfg.max_grad_norm, "seed": cfg.seed,
+        "data_seed": cfg.seed, "use_cpu": use_cpu, "bf16": precision == "bf16",
+        "fp16": precision == "fp16", "max_length": cfg.max_length,
+        "truncation_mode": cfg.truncation_mode, "report_to": list(cfg.report_to) or "none",
+        "run_name": cfg.run_name, "logging_steps": cfg.logging_steps, "logging_first_step": True,
+        "save_strategy": "steps" if cfg.save_checkpoints else "no", "save_steps": cfg.save_steps,
+        "save_total_limit": cfg.save_total_limit, "disable_tqdm": False,
+        "model_init_kwargs": {"dtype": dtype},
+    }
+
+
+def sft_config(cfg: TrainConfig):
+    """TRL ``SFTConfig`` from our config."""
+    from trl import SFTConfig
+
     return SFTConfig(**{_checkpointing_field(SFTConfig): cfg.gradient_checkpointing},
-        output_dir=cfg.output_dir, num_train_epochs=cfg.epochs, max_steps=cfg.max_steps,
-        per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
-        learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_scheduler,
-        warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay,
-        max_grad_norm=cfg.max_grad_norm, seed=cfg.seed, data_seed=cfg.seed,
-        use_cpu=use_cpu, bf16=precision == "bf16", fp16=precision == "fp16",
-        assistant_only_loss=cfg.assistant_only_loss, completion_only_loss=True,
-        max_length=cfg.max_length, truncation_mode=cfg.truncation_mode, packing=cfg.packing,
-        report_to=list(cfg.report_to) or "none", run_name=cfg.run_name,
-        logging_steps=cfg.logging_steps, logging_first_step=True,
-        save_strategy="steps" if cfg.save_checkpoints else "no", save_steps=cfg.save_steps,
-        save_total_limit=cfg.save_total_limit, disable_tqdm=False,
-        model_init_kwargs={"dtype": dtype},
-    )
+                     **trainer_args(cfg), assistant_only_loss=cfg.assistant_only_loss,
+                     completion_only_loss=True, packing=cfg.packing)
 
 
 def peft_config(cfg: TrainConfig):
@@ -214,11 +247,16 @@ def peft_config(cfg: TrainConfig):
 
 # --- training -----------------------------------------------------------------------------------
 def build_trainer(cfg: TrainConfig):
-    """The configured TRL ``SFTTrainer`` (data prepared, masks built), its tokenizer, the base
-    model path and the number of rows without a target."""
+    """The configured TRL ``SFTTrainer`` (data prepared, masks built) or, with ``objective:
+    dpo``, ``DPOTrainer`` (:mod:`clew.training.dpo`); its tokenizer, the base model path and the
+    number of rows without a target."""
     from transformers import AutoTokenizer
     from trl import SFTTrainer
 
+    if cfg.objective == "dpo":
+        from clew.training.dpo import build_dpo_trainer
+
+        return build_dpo_trainer(cfg)
     base = resolve_model(cfg.model)
     args = sft_config(cfg)
     dataset, empty = prepare_dataset(cfg)
@@ -256,6 +294,7 @@ def _train(cfg: TrainConfig) -> TrainResult:
     if trainer.is_world_process_zero():
         tokenizer.save_pretrained(cfg.output_dir)
         record = {"config": cfg.model_dump(), "base_model": base, "method": cfg.method,
+                  "objective": cfg.objective,
                   "losses": losses, "metrics": metrics}
         Path(cfg.output_dir, "clew_train.json").write_text(json.dumps(record, indent=1))
         if cfg.merge and cfg.method == "lora":

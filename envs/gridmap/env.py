@@ -273,6 +273,18 @@ class GridMapEnv(Env):
             return 0.0
         return max(0.0, min(1.0, 1.0 - d / max(d0, 1.0)))
 
+    def steps_to_goal(self) -> float:
+        """Env.steps_to_goal: D (:meth:`Instance.moves_to_goal`, an upper bound) when it fits
+        in the hidden budget that is left, else inf."""
+        st, inst = self._require()
+        if st.success:
+            return 0.0
+        if st.done:
+            return math.inf
+        achieved = frozenset(u for u, s in st.status.items() if s == ACHIEVED)
+        d = inst.moves_to_goal(st.pos, achieved)
+        return d if d <= inst.budget - st.steps else math.inf
+
     def oracle(self) -> GridMapOracle:
         st, inst = self._require()
         return GridMapOracle(inst, st.pos, frozenset(st.observed), dict(st.status), st.steps)

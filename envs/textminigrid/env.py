@@ -40,6 +40,7 @@ rooms; a replay-based snapshot would cost ≈ 0.4 ms per replayed action instead
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -473,12 +474,26 @@ class TextMiniGridEnv(Env):
         if self.done and self.grade() >= 1.0:
             return 1.0
         oracle = self.oracle()
+        plan, total = self._plan_length(oracle), oracle.solution_length
+        if not total or plan is None:
+            return 0.0
+        return max(0.0, min(1.0, 1.0 - plan / total))
+
+    def steps_to_goal(self) -> float:
+        """Env.steps_to_goal: the bot's plan from here in turns of up to ``max_actions``
+        actions, when its actions fit in the env's step limit that is left, else inf."""
+        if self.done:
+            return 0.0 if self.grade() >= 1.0 else math.inf
+        plan = self._plan_length(self.oracle())
+        if plan is None or plan > self.max_steps - self.state.steps:
+            return math.inf
+        return float(math.ceil(plan / self.max_actions))
+
+    def _plan_length(self, oracle: TextMiniGridOracle) -> int | None:
+        """The bot's plan length from the oracle's state (cached; None: the bot fails)."""
         key = (self.task.id if self.task else "", oracle.full_grid, oracle.agent, oracle.target)
         if key not in _plan_lengths:
             if len(_plan_lengths) > PLAN_CACHE_SIZE:
                 _plan_lengths.clear()
             _plan_lengths[key] = oracle.bot_run().length
-        plan, total = _plan_lengths[key], oracle.solution_length
-        if not total or plan is None:
-            return 0.0
-        return max(0.0, min(1.0, 1.0 - plan / total))
+        return _plan_lengths[key]

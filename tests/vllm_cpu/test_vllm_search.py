@@ -28,7 +28,12 @@ pytestmark = pytest.mark.vllm
 register("toy-lenient", "test_search_lm_backends:LenientToyEnv")
 
 
-def test_mcts_mad_runs_on_the_vllm_engine(lively_model_dir):
+def test_mcts_mad_runs_on_the_vllm_engine(lively_model_dir, monkeypatch):
+    # The random model never finishes within a few tokens, and a cut reply is a parse failure
+    # (docs/methods/parsing.md); read its cut replies as complete so every role gets called.
+    import clew.agents.parsing as parsing
+
+    monkeypatch.setattr(parsing, "cut", lambda finish_reason: False)
     lm = load_model(f"vllm:{lively_model_dir}", shared=False,
                     **{**ENGINE, "max_model_len": 2048})
     try:
@@ -50,7 +55,12 @@ def test_mcts_mad_runs_on_the_vllm_engine(lively_model_dir):
     assert policy["calls"] == sum(t["counters"]["policy_calls"] for t in trees)
 
 
-def test_rmcts_mad_with_reflection_memory_on_the_vllm_engine(lively_model_dir, tmp_path):
+def test_rmcts_mad_with_reflection_memory_on_the_vllm_engine(lively_model_dir, tmp_path, monkeypatch):
+    # The random model never finishes within a few tokens, and a cut reply is a parse failure
+    # (docs/methods/parsing.md); read its cut replies as complete so every role gets called.
+    import clew.agents.parsing as parsing
+
+    monkeypatch.setattr(parsing, "cut", lambda finish_reason: False)
     """R-MCTS end to end on vLLM: search, debate value, then reflections written to the
     persisted memory after the episode (their usage in the record), retrieved by the next."""
     lm = load_model(f"vllm:{lively_model_dir}", shared=False,
