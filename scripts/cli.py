@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 import traceback
@@ -98,6 +99,16 @@ examples:
   clew search --agent rmcts --model vllm:Qwen/Qwen2.5-7B-Instruct --suite gridmap-v1:train \\
       --shard 0/8 --out runs/x/shard-0-of-8     # then: clew merge runs/x/shard-* --out runs/x/all
 """
+
+
+def _plain(doc: str) -> str:
+    """A module docstring's first paragraph as help text: without its usage line (argparse
+    prints one), reST markup or references to design documents."""
+    text = " ".join(doc.split("\n\n")[0].split())
+    text = re.sub(r"^``[^`]*``:\s*", "", text)
+    text = re.sub(r":\w+:`~?([^`]*)`", r"\1", text).replace("``", "")
+    text = re.sub(r"\s*\((?:spec_\d+[^)]*|issue \d+)\)", "", text)
+    return text[:1].upper() + text[1:]
 
 
 def _add_eval_args(p: argparse.ArgumentParser) -> None:
@@ -306,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, (module, help_text) in EXTRA_COMMANDS.items():
         mod = importlib.import_module(module)
-        p = sub.add_parser(name, help=help_text, description=mod.__doc__.split("\n\n")[0],
+        p = sub.add_parser(name, help=help_text, description=_plain(mod.__doc__),
                            formatter_class=_Formatter)
         mod.add_arguments(p)
         p.set_defaults(func=mod.run)

@@ -224,6 +224,18 @@ def test_version_and_help_texts(capsys):
     assert "clew demo --quick" in top
 
 
+def test_command_help_is_plain_text(capsys):
+    from clew.scripts.cli import EXTRA_COMMANDS
+
+    for command in EXTRA_COMMANDS:
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = capsys.readouterr().out
+        assert text.startswith(f"usage: clew {command}")
+        for markup in ("``", ":mod:", "spec_0", "(issue "):
+            assert markup not in text, (command, markup)
+
+
 def test_readme_documents_the_server_timeout_and_retry_options():
     readme = (TESTS.parent / "README.md").read_text()
     assert "agent_options.model_options.timeout" in readme
