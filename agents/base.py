@@ -8,11 +8,32 @@ executes it. Search agents simulate in ``episode.simulator()`` copies, whose ste
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from clew.agents.usage import UsageByRole
 from clew.envs.base import Env, Observation, Step, Task
+
+#: the run being played (``run_suite`` sets it for its episodes): what an agent keeps per run, such
+#: as a temporary reflection memory, is keyed by it; ``None`` outside a run
+CURRENT_RUN: ContextVar[str | None] = ContextVar("clew_current_run", default=None)
+
+#: the action text recorded for a decision that holds no readable action (a NONE edge): the
+#: runner does not step the env with it (docs/methods/mcts.md#stop-and-none-edges)
+NO_ACTION = "(no action)"
+
+
+@dataclass(frozen=True)
+class EpisodeOrder:
+    """Where an episode stands in its run's fixed order (docs/methods/reflection-memory.md#memory-order):
+    ``run`` names the run, ``position`` is the episode's index in the run's (task, repeat) list
+    and ``wave`` the group of episodes that run together; an episode sees the reflections of
+    the waves before its own."""
+
+    run: str
+    wave: int
+    position: int
 
 
 @dataclass
@@ -22,6 +43,8 @@ class Decision:
     ``action`` is the action text handed to ``env.step`` (for multi-action envs it may hold
     several actions); ``raw`` is the model completion that produced it, kept for chat history
     and training data; ``info`` carries anything worth recording (a tree path, value, ...).
+    ``info["no_action"]`` marks a decision without a readable action (``action`` is
+    :data:`NO_ACTION`): the runner records an invalid step without stepping the env.
     """
 
     action: str
@@ -56,8 +79,10 @@ class Interaction:
 class Episode:
     """Runtime state of one episode, shared by the runner and the agent."""
 
-    def __init__(self, task: Task, env: Env, first: Observation, key: str = ""):
+    def __init__(self, task: Task, env: Env, first: Observation, key: str = "",
+                 order: EpisodeOrder | None = None):
         self.task = task
+        self.order = order  # set by run_suite when the run keeps a fixed order of waves
         self.env = env
         self.key = key or task.id
         self.observations: list[Observation] = [first]
@@ -71,6 +96,8 @@ class Episode:
         self.path: list[int] = [0]
         # the agent's own estimate of success (search agents; for data selection without labels)
         self.success_est: bool | None = None
+        # what a reflection memory showed this episode (visible sizes, retrieved ids), recorded
+        self.memory: dict[str, Any] | None = None
         self.charged = 0  # simulated queries charged to the real env (simulation_mode "charged")
         # States reached for real and inside simulation (env.state_key), for the peek count.
         self.visited_states: set[Any] = {env.state_key()}

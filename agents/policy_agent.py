@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clew.agents.base import BaseAgent, Decision, Episode
+from clew.agents.base import NO_ACTION, BaseAgent, Decision, Episode
 from clew.agents.build import Models, build_policy
 from clew.agents.options import RoleOptions, parse_options
 from clew.agents.prompts import Context, task_context
@@ -37,9 +37,9 @@ class PolicyAgent(BaseAgent):
                       raws=[s.raw for s in episode.steps], env=env,
                       seed=derive_seed(self.seed, episode.key, episode.t))
         p = await self.policy.act_once(ctx, usage=episode.usage)
-        # nothing parsed: hand the env the raw text so it records an invalid step
-        action = p.action if p.action is not None else (p.raw or "(no action)")
-        return Decision(action, raw=p.raw or None)
+        if p.action is None:   # nothing parsed: an invalid step, the env is not stepped
+            return Decision(NO_ACTION, raw=p.raw or None, info={"no_action": True})
+        return Decision(p.action, raw=p.raw or None)
 
 
 def make_policy_agent(**options: Any) -> PolicyAgent:

@@ -28,9 +28,9 @@ Decisions:
   observation).
   The success criteria shown to value roles come from ``env.instructions("criteria")`` when the
   env answers it with a different text, else a generic paragraph covering clew's task kinds.
-* Memory keys use ``task_key``, a short form of the task (the first sentences of the
-  instructions, at most 40 words): MiniLM reads only 256 word pieces and keys put the task
-  first, so a long instruction text would push the observation out of the embedding.
+* ``task_key`` is a short form of the task (the first sentences of the instructions, at most
+  40 words). Memory keys are not built here: they come from the env's compact view of the state
+  (:func:`clew.agents.memory.memory_key`).
 * In-context examples come from an optional ``env.prompt_examples()`` ([(user, assistant)]), shown
   while the trajectory has fewer than 2 actions; envs without it get none.
 * Answers are read by :mod:`clew.agents.parsing` (one module for every role).
@@ -96,13 +96,6 @@ class Context:
         """This task context with a trajectory (see :func:`task_context`)."""
         return replace(self, observations=observations, actions=actions, raws=raws,
                        final_action=final_action, final_raw=final_raw, env=env, seed=seed)
-
-    def memory_key(self) -> str:
-        """Memory key "Task + Observation" (docs/methods/reflection-memory.md)."""
-        key = f"Task: {self.task_key or self.task}\nObservation:\n{self.obs}"
-        if self.final_action is not None:
-            key += f"\nAction:\n{self.final_action}"
-        return key
 
 
 def task_context(env: Any, task_id: str) -> Context:

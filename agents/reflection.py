@@ -8,19 +8,28 @@ surprising steps: value first, then policy.
 
 Decisions:
 
-* Success without labels: ``r_est = 1`` iff mean executed Q > ``success_threshold``;
-  ``use_gt_success=False`` by default; both r_est and r_gt are recorded.
+* Success without labels: ``r_est = 1`` iff the mean Q of the executed steps that count (not
+  excluded, below) > ``success_threshold``; ``use_gt_success=False`` by default; both r_est and
+  r_gt are recorded.
 * Outcome anchors use the value scale's own bounds: 1 for success, 0 (unit) / −1 (signed) for
   failure, for both error scores.
 * ``value_error="forward"`` (the code): e_V[o_{t+1}] = |Vn_t − Q_{t+1}|, the last state against
   the outcome anchor; ``"paper"``: |Vn_t − Q_t|.
-* Excluded steps (score −inf): NONE actions (nothing parsed), invalid actions, runner-inserted
-  stops, steps without tree statistics. Selection masks by index, never mutates the record.
+* Excluded steps (score −inf, and left out of r_est): NONE actions (nothing parsed), invalid
+  actions, steps the runner made itself (queries charged during a search that the search did
+  not then commit), steps without tree statistics. Selection masks by index, never mutates the
+  record.
+* A final STOP has no observation after it: the record's observations end at o_T−1's
+  successor only when the last action was not a stop, so the last step is reflected on with
+  the pseudo-observation (policy) and as a ``final_action`` item (value).
 * Expected transition (call 1) sees the task and the last ``expect_window`` executed pairs.
   Value reflection ``mode="auto"``: ``judge_critique`` for the debate value function,
   ``expectation`` otherwise; judge-critique skips steps without debate data.
-* Keys: ``"Task: {g}\\nObservation:\\n{o}"`` for both memories, plus the final action
-  when the reflected item is a final action. Dedup hashes as in the code.
+* Keys: :func:`~clew.agents.memory.memory_key` of the env's compact view of task and state
+  (``views``, from ``Env.memory_view``), plus the final action when the reflected item is a
+  final action. Dedup hashes as in the code.
+* Usage roles: ``expect`` for the first call of a two-call reflection (what the model expects),
+  ``reflection`` for the reflection itself (contrast, critique).
 """
 
 from __future__ import annotations
@@ -31,10 +40,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clew.agents.base import EpisodeOrder
 from clew.agents.fitting import fit_messages
 from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, Sampling
 from clew.agents.lm.calls import call
-from clew.agents.memory import ReflectionMemory, text_hash
+from clew.agents.memory import ReflectionMemory, memory_key, text_hash
 from clew.agents.options import ReflectionOptions
 from clew.agents.parsing import parse_free_text, record
 from clew.agents.prompts import (
@@ -66,9 +76,11 @@ class StepStat:
     is_none: bool = False
     is_stop: bool = False
     runner_inserted: bool = False
+    action: str | None = None        # the canonical action of the edge (None: NONE)
 
     @property
     def excluded(self) -> bool:
+        """Left out of error attribution and of the success estimate."""
         return self.is_none or not self.valid or self.runner_inserted or self.q is None
 
 
@@ -86,12 +98,21 @@ class TaskRecord:
     action_help: str = ""
     criteria: str = ""
     success_threshold: float = DEFAULTS.success_threshold
-    task_key: str = ""                      # short task text for memory keys
+    task_key: str = ""                      # short task text (reflections' OBJECTIVE lines)
+    views: list[str] | None = None          # compact memory views of the observations
+    episode: str = ""                       # the episode key (seeds)
+    order: EpisodeOrder | None = None       # the episode's place in its run (memory order)
 
     @property
     def r_est(self) -> int:
-        qs = [s.q for s in self.stats if s.q is not None]
+        """1 iff the mean Q of the counted executed steps passes the threshold."""
+        qs = [s.q for s in self.stats if not s.excluded]
         return int(bool(qs) and sum(qs) / len(qs) > self.success_threshold)
+
+    def key(self, t: int, final_action: int | None = None) -> str:
+        """Memory key of state o_t, or of the final action a_{final_action} taken there."""
+        views = self.views if self.views is not None else self.observations
+        return memory_key(views[t], None if final_action is None else self.actions[final_action])
 
     def has_obs_after(self, t: int) -> bool:
         return t + 1 < len(self.observations)
@@ -187,15 +208,16 @@ class Reflector:
                          "max_tokens": r.max_tokens}
         self.expect_window, self.seed = options.policy.expect_window, seed
 
-    async def _one(self, messages, usage: UsageByRole | None, *seed_parts) -> str:
+    async def _one(self, messages, usage: UsageByRole | None, rec: TaskRecord, t: int,
+                   part: str, role: str = "reflection") -> str:
         # fitted to the context, read and counted like every role (docs/methods/parsing.md)
-        messages = fit_messages(self.lm, messages, self.sampling["max_tokens"], "reflection")
-        req = ChatRequest(messages, Sampling(n=1, seed=derive_seed(self.seed, *seed_parts),
-                                             **self.sampling), role="reflection")
+        messages = fit_messages(self.lm, messages, self.sampling["max_tokens"], role)
+        seed = derive_seed(self.seed, rec.episode or rec.task_id, t, part)
+        req = ChatRequest(messages, Sampling(n=1, seed=seed, **self.sampling), role=role)
         comps = await call(self.lm, req, usage)
         comp = comps[0] if comps else Completion("")
         text = parse_free_text(comp.text, comp.finish_reason)
-        record(usage, "reflection", self.lm.spec, [(text is not None, comp.text)])
+        record(usage, role, self.lm.spec, [(text is not None, comp.text)])
         return text or ""
 
     async def reflect_policy(self, rec: TaskRecord, t: int, success: bool,
@@ -204,10 +226,10 @@ class Reflector:
         ctx = rec.context(t)
         ctx.actions, ctx.raws = list(rec.actions[:t + 1]), list(rec.raws[:t + 1])
         expect = await self._one(expectation_messages(ctx, t, self.expect_window), usage,
-                                 rec.task_id, t, "expect")
+                                 rec, t, "expect", role="expect")
         nxt = rec.observations[t + 1] if rec.has_obs_after(t) else pseudo_outcome_observation(success)
         text = await self._one(contrast_messages(ctx, t, expect, nxt, success), usage,
-                               rec.task_id, t, "contrast")
+                               rec, t, "contrast")
         return expect, nxt, text
 
     async def reflect_value(self, rec: TaskRecord, t: int, success: bool, mode: str,
@@ -221,12 +243,12 @@ class Reflector:
                 return None
             return await self._one(judge_critique_messages(ctx, debate["support"],
                                                            debate["oppose"], success),
-                                   usage, rec.task_id, t, "critique")
+                                   usage, rec, t, "critique")
         expect = await self._one(value_expectation_messages(ctx, final), usage,
-                                 rec.task_id, t, "vexpect")
+                                 rec, t, "vexpect", role="expect")
         later = list(rec.actions[t + 1:])
         return await self._one(value_contrast_messages(ctx, final, expect, later, success),
-                               usage, rec.task_id, t, "vcontrast")
+                               usage, rec, t, "vcontrast")
 
 
 @dataclass
@@ -264,7 +286,6 @@ async def improve(rec: TaskRecord, memory: ReflectionMemory | None, reflector: A
                 continue
             final = not rec.has_obs_after(t)
             state = rec.observations[t] if final else rec.observations[t + 1]
-            ctx = rec.context(t, final_action=t) if final else rec.context(t + 1)
             debate = (rec.stats[t].value_record or {}).get("debate") or {}
             record = {
                 "task_id": rec.task_id, "task_text": rec.task_text, "mode": mode,
@@ -273,11 +294,12 @@ async def improve(rec: TaskRecord, memory: ReflectionMemory | None, reflector: A
                 "partial_actions": list(rec.actions[:t + 1]),
                 "support": debate.get("support"), "oppose": debate.get("oppose"),
                 "v_estimate": rec.stats[t].v_next, "reflection": text, "error_score": scores[t],
-                "outcome_used": used, "key_text": ctx.memory_key(), "created_at": _now(),
+                "outcome_used": used, "created_at": _now(),
+                "key_text": rec.key(t, final_action=t) if final else rec.key(t + 1),
                 "dedup": text_hash(rec.task_text, rec.observations[0],
                                    *[r or a for r, a in zip(rec.raws[:t + 1], rec.actions)]),
             }
-            if memory is None or memory.add("value", record):
+            if memory is None or memory.add("value", record, rec.order):
                 report.value_written.append(record["dedup"])
     if cfg.policy.enabled:
         scores = report.policy_scores = policy_error_scores(rec, success, scale)
@@ -290,14 +312,15 @@ async def improve(rec: TaskRecord, memory: ReflectionMemory | None, reflector: A
                 "action_raw": raw, "next_state_text": nxt, "reflection": text,
                 "error_score": scores[t], "outcome_used": used,
                 "source_task_hash": text_hash(rec.task_id, rec.task_text),
-                "key_text": rec.context(t).memory_key(),
+                "key_text": rec.key(t),
                 "created_at": _now(), "dedup": text_hash(rec.task_text, state, raw, nxt),
             }
-            if memory is None or memory.add("policy", record):
+            if memory is None or memory.add("policy", record, rec.order):
                 report.policy_written.append(record["dedup"])
     if memory is not None:
         memory.add("tasks", {"id": f"task-{text_hash(rec.task_id, rec.task_text)}",
                              "dedup": text_hash(rec.task_id, rec.task_text),
                              "task_id": rec.task_id, "task_text": rec.task_text,
-                             "r_est": rec.r_est, "r_gt": rec.r_gt, "actions": rec.actions})
+                             "r_est": rec.r_est, "r_gt": rec.r_gt, "actions": rec.actions},
+                   rec.order)
     return report

@@ -15,9 +15,12 @@ Decisions:
 * Samples are read by :func:`clew.agents.parsing.parse_status` with their finish reason (a
   sample cut by the token limit counts only with a complete status code in it); every sample is
   counted as parsed or not under its role (``value`` or ``judge``) in ``usage.parses``.
-* ``rubric=True``: one rubric request per task (cached per task text and reflection ids),
-  temperature 0 without reflections and 0.7 with; grading at the paper's 1.0 / 0.95. A rubric
-  that cannot be read is left out of the grading prompt and counted under role ``rubric``.
+* ``rubric=True``: one rubric request per task (cached per task and first observation, usage
+  role ``rubric``), written with the reflections retrieved for the first node evaluated, and
+  kept for every later node, so the grading standard does not change with the reflections a
+  node retrieves; temperature 0 without reflections and 0.7 with; grading at the paper's
+  1.0 / 0.95. A rubric that cannot be read is left out of the grading prompt and counted under
+  role ``rubric``.
 * Prompts are fitted to the model's context (:mod:`clew.agents.fitting`).
 * Value reflections go into the grading prompt and into the rubric prompt (``sa_refl_target``
   "both").
@@ -224,17 +227,16 @@ class SingleValue(LMValueFunction):
 
     async def rubric(self, ctx: Context, reflections: Sequence[dict] = (),
                      usage: UsageByRole | None = None) -> str | None:
-        """The per-task rubric (one request per task text and reflection set); None when the
+        """The per-task rubric (one request per task; see the module docstring); None when the
         model's answer holds none."""
-        key = json.dumps([ctx.task_id, ctx.task, ctx.observations[0],
-                          [r.get("id") for r in reflections]])
+        key = json.dumps([ctx.task_id, ctx.task, ctx.observations[0]])
         if key not in self._rubrics:
             max_tokens = self.sampling["max_tokens"]
             req = ChatRequest(fit(self.lm, max_tokens,
                                   lambda keep: rubric_messages(ctx, reflections), 0, "rubric"),
                               Sampling(n=1, temperature=0.7 if reflections else 0.0, top_p=1.0,
                                        max_tokens=max_tokens,
-                                       seed=derive_seed(ctx.seed, "rubric")), role="value")
+                                       seed=derive_seed(ctx.seed, "rubric")), role="rubric")
             comps = await value_call(self.lm, req, usage)
             text, reason = (comps[0].text, comps[0].finish_reason) if comps else ("", None)
             self._rubrics[key] = parse_rubric(text, reason)

@@ -27,7 +27,7 @@ import time
 import zlib
 
 import numpy as np
-from clew.agents.memory import Embedder, ReflectionMemory
+from clew.agents.memory import Embedder, MemoryView, ReflectionMemory
 
 DIM = 384
 
@@ -64,7 +64,7 @@ def fill(mem: ReflectionMemory, n: int, seed: int = 0) -> None:
     store.records = [{"id": f"policy-{i}", "key_text": f"task {i % 97} observation {i}",
                       "reflection": f"reflection number {i}", "dedup": f"h{i}"}
                      for i in range(n)]
-    store._hashes = {r["dedup"] for r in store.records}
+    store._by_hash = {r["dedup"]: r for r in store.records}
 
 
 def time_queries(mem: ReflectionMemory, n: int, tag: str, snapshot=None) -> list[float]:
@@ -102,7 +102,7 @@ def main() -> None:
         fill_s = time.perf_counter() - t0
         time_queries(mem, 3, "warm")
         search = time_queries(mem, args.queries, "fast")
-        snap = {"policy": args.entries - 1000, "value": 0}
+        snap = MemoryView(policy=args.entries - 1000, value=0, min_score=-1.0)
         search_snap = time_queries(mem, args.queries, "snap", snap)
         assert len(mem.retrieve("policy", "check", None)) == mem.top_m["policy"]
         real = None

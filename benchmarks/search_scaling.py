@@ -12,6 +12,12 @@ budget), a summary line, and a success table (agents x budgets) per suite.
 
     python benchmarks/search_scaling.py --suite gridmap-v1:test --suite textminigrid-v1:test
     nice -n 10 python benchmarks/search_scaling.py --agents mcts,best-of-n,ab-mcts --budgets 8,16,32
+
+``--q-init`` (repeatable: a number or ``parent``) runs every budget once per initial Q of
+unvisited edges (docs/methods/mcts.md#first-play-urgency); ``--seeds 0,1,2`` on the 45 tasks of
+``gridmap-v1:test`` gives 135 episodes per cell. With two values, one more line per budget gives
+the paired difference in success (second minus first, the same task and seed on both sides)
+with a 95% bootstrap interval over episodes.
 """
 
 from __future__ import annotations
@@ -88,31 +94,57 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=None, help="first N tasks of each suite")
     p.add_argument("--max-steps", type=int, default=None, help="runner step limit")
     p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--q-init", action="append", help="MCTS q_init: a number or 'parent' "
+                   "(repeatable; default 0)")
+    p.add_argument("--no-policy-only", action="store_true", help="skip the no-search row")
     args = p.parse_args()
+    q_inits = [q if q == "parent" else float(q) for q in (args.q_init or ["0"])]
     suites = args.suite or ["gridmap-v1:test"]
     budgets = [int(b) for b in args.budgets.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
     agents = args.agents.split(",")
     summary = {}
+    cells: dict[tuple, list[float]] = {}
     for suite in suites:
         tasks = resolve(suite)[: args.limit]
-        variants = [("policy-only", None)] + [(a, b) for a in agents for b in budgets]
-        for agent, budget in variants:
-            def make(seed, budget=budget, agent=agent):
+        variants = [] if args.no_policy_only else [("policy-only", None, None)]
+        variants += [(a, b, q) for a in agents for b in budgets
+                     for q in (q_inits if a == "mcts" else [None])]
+        for agent, budget, q_init in variants:
+            def make(seed, budget=budget, agent=agent, q_init=q_init):
                 common = {"seed": seed, "policy": {"prior": args.prior}}
                 if agent == "policy-only":
                     return build_agent("policy-only", **common)
-                return build_agent(agent, search={"n_simulations": budget},
+                search = {"n_simulations": budget}
+                if q_init is not None:
+                    search["q_init"] = q_init
+                return build_agent(agent, search=search,
                                    value={"noise": args.noise}, **common)
             t0 = time.perf_counter()
             recs = asyncio.run(run_one(make, tasks, seeds, args.max_steps, args.concurrency))
             row = summarise(suite, agent, budget, recs, time.perf_counter() - t0)
             row.update({"noise": args.noise, "prior": args.prior, "seeds": seeds})
+            name = agent
+            if budget:
+                row["q_init"] = q_init
+                name = f"{agent}@{budget}" + (f"/q_init={q_init}" if len(q_inits) > 1 else "")
             print(json.dumps(row), flush=True)
-            summary.setdefault(suite, {})[f"{agent}@{budget}" if budget else agent] = row["success"]
+            summary.setdefault(suite, {})[name] = row["success"]
+            cells[(agent, budget, q_init)] = [1.0 if r["outcome"]["success"] else 0.0
+                                              for r in recs]
+            if agent == "mcts" and len(q_inits) == 2 and q_init == q_inits[1]:
+                first, second = cells[(agent, budget, q_inits[0])], cells[(agent, budget, q_init)]
+                diff = [b - a for a, b in zip(first, second)]
+                lo, hi = bootstrap_ci(diff)
+                print(json.dumps({"suite": suite, "nodes_per_tree": budget,
+                                  "paired_diff": f"q_init={q_init} minus q_init={q_inits[0]}",
+                                  "success_diff": round(statistics.fmean(diff), 4),
+                                  "ci95": [round(lo, 4), round(hi, 4)],
+                                  "episodes": len(diff)}), flush=True)
     print(json.dumps({"summary": summary}), flush=True)
     for suite in suites:
-        print(f"\nsuccess (policy-only: {summary[suite]['policy-only']:.3f}; noise {args.noise}, "
+        alone = summary[suite].get("policy-only", math.nan)
+        print(f"\nsuccess (policy-only: {alone:.3f}; noise {args.noise}, "
               f"seeds {args.seeds})")
         print(table(suite, agents, budgets, summary[suite]), flush=True)
 

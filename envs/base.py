@@ -233,6 +233,13 @@ class Env(ABC):
     def is_stop(self, action: str) -> bool:
         return False
 
+    def memory_view(self, observation: str) -> str:
+        """A compact view of the task and of ``observation`` (a text this env produced): the
+        facts that tell one task and state of the family from another, without the family's
+        generic text (instructions, answer format, the clock). Reflection-memory keys are built
+        from it (docs/methods/reflection-memory.md#keys). Default: the observation itself."""
+        return observation
+
     def prompt_examples(self) -> list[tuple[str, str]]:
         """In-context examples as (user, assistant) message pairs, shown before the episode's
         own turns by prompting agents. Default: none."""

@@ -345,6 +345,9 @@ def replay_episode(run: RunDir, config: dict[str, Any], record: dict[str, Any],
         if "backtrack" in (step.get("info") or {}):
             out.skipped["backtrack in the executed path"] += 1
             return
+        if (step.get("info") or {}).get("no_action"):
+            env.set_clock(env.clock() + 1)   # a NONE edge: the runner's step, the env untouched
+            continue
         obs = env.step(step["action"]).obs.text
         if obs != step.get("obs", obs):
             out.skipped["executed obs_mismatch"] += 1

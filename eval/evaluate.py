@@ -1,4 +1,10 @@
-"""Evaluate an agent on a suite split into a run directory (``clew eval`` / ``clew search``)."""
+"""Evaluate an agent on a suite split into a run directory (``clew eval`` / ``clew search``).
+
+An agent with a reflection memory runs in a fixed order of waves of ``concurrency`` episodes
+(:func:`~clew.eval.runner.run_suite` with ``waves``), so what each episode retrieves does not
+depend on timing (docs/methods/reflection-memory.md#memory-order); its memory lives in the run
+directory unless the config names another, and is released when the run ends.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from clew.eval.agents import (
     search_memory,
     search_memory_dir,
 )
+from clew.eval.agents import resolve as resolve_agent
 from clew.eval.config import ConfigError, EvalConfig
 from clew.eval.provenance import clew_version, git_commit
 from clew.eval.runner import run_suite
@@ -93,7 +100,13 @@ def check_agent(cfg: EvalConfig, tasks=(), run: Path | None = None) -> None:
             on, where = search_memory(cfg.agent, options)
             if on and (where is None or (run is not None and _inside(Path(where), run))):
                 options = merge_options(options, {"memory": {"dir": tmp}})
-            build_agent(cfg.agent, **options)
+            try:
+                build_agent(cfg.agent, **options)
+            finally:
+                if on:  # the memory is opened once per process, with its lock: let it go
+                    from clew.agents.memory import close_memory
+
+                    close_memory(tmp if options is not cfg.agent_options else where)
     except (KeyError, ValueError, TypeError) as exc:
         text = str(exc.args[0] if exc.args else exc)
         raise ConfigError(text if text.startswith(("agent ", "unknown agent", "model "))
@@ -142,6 +155,17 @@ def live_options(name: str, stored: dict[str, Any], run: RunDir) -> dict[str, An
     return merge_options(stored, {"memory": {"dir": where}})
 
 
+def memory_dir(cfg: EvalConfig) -> str | None:
+    """The reflection-memory folder of the agent ``cfg`` names, or None when it has none."""
+    factory, merged, preset = resolve_agent(cfg.agent, cfg.agent_options)
+    if factory != "search":
+        return None
+    from clew.search.options import parse_agent_options
+
+    opts = parse_agent_options(merged, preset or factory)
+    return opts.memory.dir if opts.memory_on else None
+
+
 def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[str, Any]]:
     tasks = select_tasks(cfg)
     run = RunDir(cfg.out or default_out(cfg))
@@ -157,14 +181,21 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
     run.open(record, resume=cfg.resume, check=lambda old: check_resume(run, old, record))
     try:
         options = live_options(cfg.agent, record["agent_options"], run)
-        counts = asyncio.run(run_suite(
-            lambda: build_agent(cfg.agent, **options), tasks, run,
-            repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
-            max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak,
-            repeat_limit=cfg.repeat_limit, progress=progress,
-            parse_stop=(None if cfg.parse_failure_rate is None else
-                        (cfg.parse_failure_rate, cfg.parse_failure_min_outputs)),
-        ))
+        mem_dir = memory_dir(cfg.model_copy(update={"agent_options": options}))
+        try:
+            counts = asyncio.run(run_suite(
+                lambda: build_agent(cfg.agent, **options), tasks, run,
+                repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
+                max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak,
+                repeat_limit=cfg.repeat_limit, progress=progress, waves=mem_dir is not None,
+                parse_stop=(None if cfg.parse_failure_rate is None else
+                            (cfg.parse_failure_rate, cfg.parse_failure_min_outputs)),
+            ))
+        finally:
+            if mem_dir is not None:
+                from clew.agents.memory import close_memory
+
+                close_memory(mem_dir)
         agg = finalize(run)
     finally:
         run.close()

@@ -2,7 +2,11 @@
 
 ``run_episode`` plays one task with one agent and returns its record. ``run_suite`` plays many
 concurrently (asyncio, ``concurrency`` at once), appends each finished episode to the run
-directory as soon as it ends, and skips finished ones on resume.
+directory as soon as it ends, and skips finished ones on resume. With ``waves=True`` (agents that
+learn across episodes through a reflection memory) the (task, repeat) list is cut into waves of
+``concurrency`` episodes that run one wave after the other; each episode carries its place
+(:class:`~clew.agents.base.EpisodeOrder`), so it sees exactly the reflections of the waves
+before its own, whatever the timing (docs/methods/reflection-memory.md#memory-order).
 
 The episode rules (the step limit, ``max_invalid_streak`` invalid actions in a row, the repeat
 rule) are the :class:`~clew.envs.wrappers.EpisodeRules` wrapper around the env: ``None`` follows
@@ -10,12 +14,18 @@ what the env declares, ``0`` turns a rule off. A rule that fires ends the episod
 ``outcome.stopped_by`` naming it; search agents simulate in a copy of the same wrapped env, so
 their trees stop where the runner would.
 
-BACKTRACK (docs/methods/exploratory-learning.md#backtrack-turns): an agent returns
-``Decision(action="backtrack S<k>",
-info={"backtrack": k})``; the runner restores the snapshot of state ``k`` on the current path with
-``keep_clock=True``, cuts the path back to it and charges one step (recorded as an executed
-interaction). A target that is not on the path, or an env without ``supports_backtrack``, makes
-an invalid step that changes nothing.
+Runner steps: two decisions are carried out by the runner, not by ``env.step``, and each costs
+one step, valid or not: the episode rules count it and the env's clock advances by one (the
+clock rule: docs/methods/exploratory-learning.md#backtrack-turns).
+
+* BACKTRACK: an agent returns ``Decision(action="backtrack S<k>", info={"backtrack": k})``; the
+  runner restores the snapshot of state ``k`` on the current path with ``keep_clock=True`` and
+  cuts the path back to it. A target that is not on the path, or an env without
+  ``supports_backtrack``, makes an invalid step that changes nothing else.
+* No action (``info["no_action"]``, a search's NONE edge: nothing in the completion parsed): an
+  invalid step; the env is not stepped with any text (docs/methods/mcts.md#stop-and-none-edges).
+
+Both are recorded as executed interactions.
 
 Charged simulation (``flags.simulation_mode == "charged"``,
 docs/methods/mcts.md#free-and-charged-simulation): a search agent's new
@@ -45,7 +55,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from clew.agents.base import Agent, Decision, Episode
+from clew.agents.base import CURRENT_RUN, Agent, Decision, Episode, EpisodeOrder
 from clew.agents.lm.base import ContextLengthError, LMError
 from clew.agents.parsing import ParseFailureRate, ParseTally
 from clew.envs.base import Env, Observation, Step, Task
@@ -65,8 +75,21 @@ def episode_key(task: Task, repeat: int) -> str:
     return f"{task.id}#{repeat}"
 
 
+def _runner_step(env: EpisodeRules) -> None:
+    """The clock rule of runner steps: the env's clock advances by one, valid or not."""
+    env.set_clock(env.clock() + 1)
+
+
+def _no_action(env: EpisodeRules) -> Step:
+    _runner_step(env)
+    obs = env.observation()
+    return Step(Observation(f"Invalid action: the reply held no action that could be read.\n"
+                            f"{obs.text}", obs.info), 0.0, env.done, False, {"no_action": True})
+
+
 def _backtrack(env: EpisodeRules, episode: Episode, snapshots: dict[int, Any],
                target: Any) -> Step:
+    _runner_step(env)
     try:
         k = int(target)
     except (TypeError, ValueError):
@@ -79,7 +102,6 @@ def _backtrack(env: EpisodeRules, episode: Episode, snapshots: dict[int, Any],
                   f"({', '.join(f'S{s}' for s in episode.path)})")
     else:
         env.restore(snapshots[k], keep_clock=True)
-        env.set_clock(env.clock() + 1)
         del episode.path[episode.path.index(k) + 1:]
         back = env.observation()
         text = f"You backtracked to state S{k}.\n{back.text}"
@@ -106,13 +128,14 @@ async def run_episode(
     repeat_limit: int | None = None,
     on_tree: Callable[[int, dict[str, Any]], None] | None = None,
     parses: ParseTally | None = None,
+    order: EpisodeOrder | None = None,
 ) -> dict[str, Any]:
     """Play one episode; return its record (what ``episodes.jsonl`` holds). ``parses``: the
     run's tally, which also counts this episode's parse outcomes (and may stop the run)."""
     start = time.perf_counter()
     env = EpisodeRules(make_for(task, **(env_options or {})), max_steps or DEFAULT_MAX_STEPS,
                        max_invalid_streak, repeat_limit)
-    episode = Episode(task, env, env.reset(task), key or episode_key(task, 0))
+    episode = Episode(task, env, env.reset(task), key or episode_key(task, 0), order)
     episode.usage.parses.parent = parses
     failure: dict[str, Any] | None = None
     # Snapshots only for agents that may backtrack: other agents should not pay for them.
@@ -150,6 +173,8 @@ async def run_episode(
         if "backtrack" in decision.info:
             step = env.account(decision.action,
                                _backtrack(env, episode, snapshots, decision.info["backtrack"]))
+        elif decision.info.get("no_action"):
+            step = env.account(decision.action, _no_action(env))
         else:
             step = env.step(decision.action)
             if step.valid:
@@ -209,6 +234,7 @@ def _record(agent: Agent, episode: Episode, env: Env, stopped_by: str, wall: flo
             "peeked_states": episode.peeked_states(),
             **({} if episode.success_est is None else {"success_est": episode.success_est}),
         },
+        **({} if episode.memory is None else {"memory": episode.memory}),
         "wall_s": round(wall, 4),
     }
 
@@ -260,16 +286,21 @@ async def run_suite(
     repeat_limit: int | None = None,
     progress: bool = True,
     parse_stop: tuple[float, int] | None = None,
+    waves: bool = False,
 ) -> dict[str, int]:
     """Play every (task, repeat) not yet finished in ``run``; return counts.
 
     One agent per episode (``agent_factory``) keeps episodes independent; agents that learn
-    across tasks (reflection memory) share state through their factory on purpose.
+    across tasks (reflection memory) share state through their factory on purpose. The run is
+    ``CURRENT_RUN`` while it plays, so such state can be kept per run. ``waves``: run in a fixed
+    order of waves (see the module docstring); a wave starts when the one before has finished.
     ``parse_stop = (rate, min_outputs)`` stops the run once a role that has read at least
     ``min_outputs`` completions in this session failed to parse more than ``rate`` of them.
     """
+    token = CURRENT_RUN.set(str(run.path.resolve()))
     done = run.finished_keys()
-    todo = [(t, r) for t in tasks for r in range(repeats) if episode_key(t, r) not in done]
+    order = [(t, r) for t in tasks for r in range(repeats)]
+    todo = [(i, t, r) for i, (t, r) in enumerate(order) if episode_key(t, r) not in done]
     counts = {"skipped": len(tasks) * repeats - len(todo), "finished": 0, "failed": 0,
               "context_length": 0}
     parses = ParseTally(limit=parse_stop)
@@ -278,9 +309,12 @@ async def run_suite(
     aborted = False
     writer = GroupWriter(run.append_episodes)
 
-    async def one(task: Task, repeat: int) -> None:
+    size = max(1, concurrency)
+
+    async def one(position: int, task: Task, repeat: int) -> None:
         nonlocal aborted
         key = episode_key(task, repeat)
+        place = EpisodeOrder(CURRENT_RUN.get(), position // size, position) if waves else None
         async with sem:
             if aborted:
                 return
@@ -290,7 +324,8 @@ async def run_suite(
                     agent_factory(), task, key=key, env_options=env_options,
                     max_steps=max_steps, max_invalid_streak=max_invalid_streak,
                     repeat_limit=repeat_limit,
-                    on_tree=lambda t, tree: run.write_tree(key, t, tree), parses=parses)
+                    on_tree=lambda t, tree: run.write_tree(key, t, tree), parses=parses,
+                    order=place)
             except ParseFailureRate as exc:
                 aborted = True
                 raise RunAborted(
@@ -307,9 +342,10 @@ async def run_suite(
                     f"with --resume") from exc
             except Exception as exc:
                 counts["failed"] += 1
+                # the innermost frames: where the bug is
                 run.append_error({"key": key, "task_id": task.id,
                                   "error": f"{type(exc).__name__}: {exc}",
-                                  "traceback": traceback.format_exc(limit=8)})
+                                  "traceback": traceback.format_exc(limit=-12)})
                 print(f"episode {key} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
                 _tick(bar, counts, parses)
                 return
@@ -319,16 +355,25 @@ async def run_suite(
                 counts["context_length"] += 1
             _tick(bar, counts, parses)
 
-    jobs = [asyncio.ensure_future(one(t, r)) for t, r in todo]
+    groups = [todo]
+    if waves:   # one group per wave, in order; a group starts when the one before has finished
+        by_wave: dict[int, list] = {}
+        for item in todo:
+            by_wave.setdefault(item[0] // size, []).append(item)
+        groups = [by_wave[w] for w in sorted(by_wave)]
     try:
-        await asyncio.gather(*jobs)
-    except RunAborted:
-        for job in jobs:
-            job.cancel()
-        await asyncio.gather(*jobs, return_exceptions=True)
-        raise
+        for group in groups:
+            jobs = [asyncio.ensure_future(one(*item)) for item in group]
+            try:
+                await asyncio.gather(*jobs)
+            except RunAborted:
+                for job in jobs:
+                    job.cancel()
+                await asyncio.gather(*jobs, return_exceptions=True)
+                raise
     finally:
         bar.close()
+        CURRENT_RUN.reset(token)
     return counts
 
 

@@ -37,7 +37,8 @@ class SearchConfig(BaseModel):
     ``n_simulations`` counts budget units (an MCTS simulation, a frontier pop); the root
     expansion is free. ``max_depth_actions`` makes a node at that depth terminal (``depth``):
     evaluated, never expanded. ``horizon_value`` says what a node cut by the episode rules is
-    worth: ``zero`` (not evaluated) or ``evaluate`` (asked of V, for envs graded at the end).
+    worth: ``zero`` (not evaluated) or ``evaluate`` (asked of V, for envs graded at the end);
+    the search agent sets it from the env's outcome mode when the options leave it unset.
     ``max_expand_attempts`` is how many policy calls an expansion may take when nothing parses.
     ``early_stop_min_parsed``: a leaf at ``early_stop_value`` stops the search only when at least
     this share of its value samples could be read (docs/methods/debate.md#unknown-values).

@@ -2,8 +2,11 @@
 ``configs/agents/*.yaml`` name it): roles, algorithm, reflection memory.
 
 Memory scope: ``memory.dir`` names the store; the agents built for the episodes of one process
-share it (:func:`~clew.agents.memory.open_memory`). Without a ``dir`` a fresh temporary folder
-per agent configuration and process is used, so nothing is reused across runs unless asked.
+share its files (:func:`~clew.agents.memory.open_memory`), each with the options it was built
+with. Without a ``dir`` the memory is temporary and belongs to one run: the agents built while a
+run plays (:data:`~clew.agents.base.CURRENT_RUN`, set by ``run_suite``) share a fresh folder per
+agent configuration and run; an agent built outside a run gets a folder of its own (reuse that
+agent across episodes to let it learn). Nothing is shared across runs unless a ``dir`` says so.
 """
 
 from __future__ import annotations
@@ -11,16 +14,20 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
+from clew.agents.base import CURRENT_RUN
 from clew.agents.build import Models, build_policy, build_reflector, build_value
 from clew.search.agent import SearchAgent
 from clew.search.options import AgentOptions, parse_agent_options
 from clew.search.registry import algorithm_class
 
-_TEMP_MEMORY: dict[str, str] = {}
+_TEMP_MEMORY: dict[tuple[str, str], str] = {}
 
 
 def _temp_memory_dir(opts: AgentOptions) -> str:
-    key = opts.model_dump_json(exclude={"model"}) + str(opts.model_spec)
+    run = CURRENT_RUN.get()
+    if run is None:                         # outside a run: this agent's own
+        return tempfile.mkdtemp(prefix="clew-memory-")
+    key = (run, opts.model_dump_json(exclude={"model"}) + str(opts.model_spec))
     if key not in _TEMP_MEMORY:
         _TEMP_MEMORY[key] = tempfile.mkdtemp(prefix="clew-memory-")
     return _TEMP_MEMORY[key]

@@ -7,17 +7,21 @@ same episode rules and the same history (so its transitions say when a path is c
 tree's horizon is the runner's step limit minus the steps taken), whose steps are logged as
 simulated interactions. Every LM call records its usage under its role in ``episode.usage``.
 A node's context is the real prefix plus the simulated path; its seed derives from the agent's
-seed, the episode, the real step and the node (:func:`~clew.agents.seeds.derive_seed`).
+seed, the episode, the real step and the node (:func:`~clew.agents.seeds.derive_seed`), and a
+repeated expansion of a node (nothing parsed the first time) adds its attempt number, so it
+samples anew.
 Value estimates of identical states are cached per episode (the key holds the value function's
 config hash and the ids of the injected reflections).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from clew.agents.base import Episode
+from clew.agents.memory import MemoryView
 from clew.agents.prompts import Context
 from clew.agents.reflection import StepStat
 from clew.agents.seeds import derive_seed
@@ -47,9 +51,10 @@ class EpisodeState:
     value_cache: ValueCache = field(default_factory=ValueCache)
     pending: list[PlannedStep] = field(default_factory=list)
     expect_obs: str | None = None                       # what the tree predicted we will see
-    stats: list[StepStat] = field(default_factory=list)  # per executed step, for reflection
+    # per committed edge, keyed (tree step, edge id), for reflection
+    stats: dict[tuple[int, int], StepStat] = field(default_factory=dict)
     started: bool = False
-    memory_view: dict[str, int] | None = None           # what retrieval may see in this episode
+    memory_view: MemoryView | None = None                # what retrieval may see in this episode
 
 
 class EpisodeHooks:
@@ -65,8 +70,9 @@ class EpisodeHooks:
         self.prefix_obs = [o.text for o in episode.observations]
         self.prefix_actions = [env.canonical(s.action) for s in episode.steps]
         self.prefix_raws = [s.raw for s in episode.steps]
+        self.expansions: Counter[int] = Counter()   # policy calls per node (attempts)
 
-    def context(self, node: Node) -> Context:
+    def context(self, node: Node, attempt: int = 0) -> Context:
         """Real prefix + the simulated path to ``node`` (a STOP edge is its final action)."""
         obs, acts = list(self.prefix_obs), list(self.prefix_actions)
         raws = list(self.prefix_raws)
@@ -78,12 +84,14 @@ class EpisodeHooks:
             acts.append(e.key if not e.is_none else "(unparsable action)")
             raws.append(e.raw)
             obs.append(e.child.obs if e.child is not None and e.child.obs is not None else obs[-1])
-        seed = derive_seed(self.agent.seed, self.episode.key, self.episode.t, node.node_id)
+        parts = (node.node_id, attempt) if attempt else (node.node_id,)
+        seed = derive_seed(self.agent.seed, self.episode.key, self.episode.t, *parts)
         return self.state.context.at(obs, acts, raws, final, final_raw, env=self.sim, seed=seed)
 
     async def expand(self, node: Node):
-        ctx = self.context(node)
-        refl = self.agent.retrieve(self.state, "policy", ctx)
+        ctx = self.context(node, self.expansions[node.node_id])
+        self.expansions[node.node_id] += 1
+        refl = self.agent.retrieve(self.state, "policy", ctx, self.episode)
         node.retrieved_policy_refl = [str(r.get("id")) for r in refl]
         if refl:
             node.info["policy_refl_scores"] = [r.get("score") for r in refl]
@@ -91,7 +99,7 @@ class EpisodeHooks:
 
     async def evaluate(self, node: Node) -> Evaluation:
         ctx = self.context(node)
-        refl = self.agent.retrieve(self.state, "value", ctx)
+        refl = self.agent.retrieve(self.state, "value", ctx, self.episode)
         value = self.agent.value
         cache = self.state.value_cache
         key = cache.key(ctx, value.config_hash(), [str(r.get("id")) for r in refl])

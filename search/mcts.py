@@ -50,11 +50,15 @@ DecideFn = Callable[[Tree], list[Edge]]
 
 
 class MCTSConfig(SearchConfig):
-    """MCTS: PUCT constant and initial Q on top of :class:`SearchConfig`."""
+    """MCTS: PUCT constant and initial Q on top of :class:`SearchConfig`.
+
+    ``q_init``: the Q an unvisited edge counts with in selection, a number or ``"parent"`` (the
+    parent's value estimate, :func:`parent_value`; docs/methods/mcts.md#first-play-urgency).
+    """
 
     algorithm: Literal["mcts"] = "mcts"
     c_puct: float = Field(1.0, ge=0)
-    q_init: float = 0.0
+    q_init: float | Literal["parent"] = 0.0
     reexecute_edges: bool = True
 
 
@@ -68,11 +72,23 @@ def puct_score(edge: Edge, ns: int, c_puct: float) -> float:
     return edge.q + u
 
 
-def select(node: Node, c_puct: float) -> Edge:
-    """The edge maximising Q + U; strict ``>`` in edge order, so the first edge wins ties."""
+def parent_value(node: Node) -> float:
+    """What ``q_init="parent"`` gives ``node``'s unvisited edges: V(node), or for the root (never
+    evaluated) the mean of the values backed up through it so far."""
+    if node.value is not None:
+        return node.value
+    return sum(e.n * e.q for e in node.edges) / node.ns if node.ns else 0.0
+
+
+def select(node: Node, c_puct: float, q_init: float | str = 0.0) -> Edge:
+    """The edge maximising Q + U; strict ``>`` in edge order, so the first edge wins ties.
+    With ``q_init="parent"`` an unvisited edge counts with Q = :func:`parent_value`."""
     best, best_score = None, -math.inf
+    fpu = parent_value(node) if q_init == "parent" else None
     for edge in node.edges:
         score = puct_score(edge, node.ns, c_puct)
+        if fpu is not None and edge.n == 0:
+            score += fpu - edge.q
         if score > best_score:
             best, best_score = edge, score
     if best is None:
@@ -117,7 +133,7 @@ async def search(hooks: SearchHooks, root_obs: str | None, cfg: MCTSConfig, *,
     tree = Tree.with_root(root_obs)
     if cached:
         tree.root.snap = hooks.snapshot()
-    await expand_node(tree, tree.root, hooks, cfg, cfg.q_init)    # root expansion: free
+    await expand_node(tree, tree.root, hooks, cfg, _stored_q(cfg))    # root expansion: free
     result: SearchResult | None = None
     try:
         while (stop := budget_spent(cfg, tree.counters, clock() - t0)) is None:
@@ -162,7 +178,7 @@ async def _simulate(tree: Tree, hooks: SearchHooks, cfg: MCTSConfig,
         if not node.expanded:                         # first arrival at a leaf
             if cached:
                 hooks.restore(node.snap)
-            await expand_node(tree, node, hooks, cfg, cfg.q_init)
+            await expand_node(tree, node, hooks, cfg, _stored_q(cfg))
             await evaluate_node(tree, node, hooks)
             return path, node
         edge = select_edge(node)
@@ -180,6 +196,11 @@ async def _simulate(tree: Tree, hooks: SearchHooks, cfg: MCTSConfig,
             node = child
 
 
+def _stored_q(cfg: MCTSConfig) -> float:
+    """The Q stored on a new edge (``"parent"`` is applied in :func:`select`)."""
+    return 0.0 if cfg.q_init == "parent" else cfg.q_init
+
+
 class MCTS:
     """The registered ``mcts`` algorithm: :func:`search` with PUCT selection."""
 
@@ -191,5 +212,6 @@ class MCTS:
 
     async def plan(self, hooks: SearchHooks, root_obs: str | None) -> SearchResult:
         return await search(hooks, root_obs, self.config,
-                            select_edge=functools.partial(select, c_puct=self.config.c_puct),
+                            select_edge=functools.partial(select, c_puct=self.config.c_puct,
+                                                          q_init=self.config.q_init),
                             clock=self.clock)

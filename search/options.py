@@ -29,8 +29,9 @@ from pydantic import Field, ValidationError, field_validator
 
 class MemoryOptions(Section):
     """``memory``: where the reflections live and how they are retrieved; ``None`` = the
-    memory's own default. ``dir`` unset: a fresh temporary folder per agent configuration and
-    process (``clew eval`` puts it in the run directory)."""
+    memory's own default (``min_score``: the cut calibrated for the env family). ``dir`` unset:
+    a temporary folder of the run (``clew eval`` puts it in the run directory;
+    :mod:`clew.search.build`)."""
 
     enabled: bool | None = None
     dir: str | None = None

@@ -159,7 +159,8 @@ def test_every_role_of_a_search_agent_stays_within_the_context(agent, tmp_path):
                 "value": "Thoughts: fine.\nSTATUS CODE: C",
                 "judge": "Thoughts: fine.\nSTATUS CODE: D",
                 "debate": "The agent is moving. " * 10,
-                "reflection": "Explore first. " * 10}[req.role]
+                "reflection": "Explore first. " * 10,
+                "expect": "The agent will move right. " * 5}[req.role]
 
     lm = FakeLM(respond, context_length=1800)
     value = ({"single": {"n": 2, "rubric": True, "window": 50}} if agent == "rmcts" else

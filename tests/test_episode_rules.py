@@ -10,6 +10,7 @@ import pytest
 from clew.agents.policy import Proposal
 from clew.agents.value import ValueRecord
 from clew.envs.base import Observation, Step
+from clew.envs.registry import make_for
 from clew.envs.suites import resolve
 from clew.envs.wrappers import EpisodeRules
 from clew.eval.runner import run_episode
@@ -91,7 +92,12 @@ def test_runner_and_tree_cut_a_path_at_the_same_step(family, scenario):
         # the tree's horizon is the runner's cut minus the steps already taken
         assert node.depth == cut - t
         assert node.terminal_reason == ("horizon" if rule == "max_steps" else "early_stop")
-        assert node.info["truncated_by"] == rule and node.value == 0.0
+        assert node.info["truncated_by"] == rule
+        # horizon_value follows the env's outcome mode: 0 where only reaching the goal counts,
+        # the value function's verdict for envs graded at the end
+        graded = make_for(task).flags.outcome_mode == "graded_at_end"
+        assert node.value == (0.5 if graded else 0.0)
+        assert tree.meta["search_config"]["horizon_value"] == ("evaluate" if graded else "zero")
 
 
 @dataclass

@@ -40,9 +40,9 @@ ROLES = ("policy", "value", "rubric", "debate", "judge", "reflection")
 def failing_styles(req, i):
     """Every other answer of each role fails; the rubric never has checks."""
     text = req.messages[-1]["content"]
-    if req.role == "value" and "<rubric>" in text and "RUBRIC" not in text:
+    if req.role == "rubric":
         return "I would check the goal."
-    role = req.role
+    role = "reflection" if req.role == "expect" else req.role
     return GOOD[role] if i % 2 == 0 else BAD[role]
 
 

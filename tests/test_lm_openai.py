@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import threading
 import time
@@ -216,3 +217,46 @@ def test_one_model_serves_several_event_loops():
         lm = load_model(f"openai:{srv.url}#tiny", shared=False)
         for i in range(3):
             assert asyncio.run(lm.complete(req(str(i))))[0].text == f"echo 0: {i}"
+
+
+def test_every_retry_is_logged_with_its_reason_and_wait(caplog):
+    """Transport retries are visible: one warning line per retry (issue 11 item 5)."""
+    with FakeServer(mode="fail:2") as srv:
+        lm = load_model(f"openai:{srv.url}#tiny", shared=False, retries=3, backoff=0.01)
+        with caplog.at_level(logging.WARNING, logger="clew.agents.lm.openai_backend"):
+            asyncio.run(lm.complete(req("x")))
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and all("\n" not in line for line in lines)
+    assert srv.url in lines[0] and "HTTP 503: overloaded" in lines[0]
+    assert "retry 1 of 3 in 0.01 s" in lines[0] and "retry 2 of 3 in 0.02 s" in lines[1]
+
+
+def test_a_connection_failure_is_logged_too(caplog):
+    url = f"http://127.0.0.1:{_dead_port()}/v1"
+    lm = load_model(f"openai:{url}#m", shared=False, retries=1, backoff=0.01, timeout=2.0)
+    with caplog.at_level(logging.WARNING, logger="clew.agents.lm.openai_backend"), \
+            pytest.raises(LMError):
+        asyncio.run(lm.complete(req()))
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "cannot connect" in line and "retry 1 of 1" in line
+
+
+def test_a_programming_error_propagates_at_once_with_its_traceback(monkeypatch, caplog):
+    """Not a transport failure: no retry, no LMError, the original exception."""
+    attempts = []
+
+    class Completions:
+        async def create(self, **kwargs):
+            attempts.append(kwargs)
+            raise TypeError("create() got an unexpected keyword argument 'n_samples'")
+
+    class Client:
+        chat = type("Chat", (), {"completions": Completions()})()
+
+    with FakeServer() as srv:
+        lm = load_model(f"openai:{srv.url}#tiny", shared=False, retries=3, backoff=0.01)
+        monkeypatch.setattr(lm, "_client", lambda: (Client(), asyncio.Semaphore(1)))
+        with caplog.at_level(logging.WARNING), pytest.raises(TypeError) as err:
+            asyncio.run(lm.complete(req()))
+    assert len(attempts) == 1 and not caplog.records and srv.attempts == 0
+    assert any(frame.name == "create" for frame in err.traceback)   # the bug's own frame

@@ -163,7 +163,8 @@ def test_policy_reflection_predicts_then_contrasts():
     exp, nxt, text = asyncio.run(Reflector(lm).reflect_policy(rec, 0, success=False))
     assert (exp, nxt, text) == ("EXPECTED: a door opens", "o1", "LESSON: doors need keys")
     first, second = lm.calls
-    assert first.role == second.role == "reflection"
+    # usage roles of their own (spec §7.3): the expectation call, then the reflection
+    assert (first.role, second.role) == ("expect", "reflection")
     assert "raw0" in first.messages[2]["content"]                       # the reflected action
     assert "EXPECTED: a door opens" in second.messages[2]["content"]    # call 1 fed to call 2
     assert "o1" in second.messages[-1]["content"] and "failed" in second.messages[-1]["content"]
@@ -174,7 +175,7 @@ class DictMemory:
     def __init__(self):
         self.stores = {"policy": [], "value": [], "tasks": []}
 
-    def add(self, which, rec):
+    def add(self, which, rec, order=None):
         if any(r["dedup"] == rec["dedup"] for r in self.stores[which]):
             return False
         self.stores[which].append(rec)
@@ -197,7 +198,7 @@ def test_improvement_loop_value_first_then_policy():
     assert "What should the agent do next" in roles_in_order[0]          # value reflection first
     p0 = mem.stores["policy"][0]
     assert p0["reflection"] == "LESSON: doors need keys" and p0["state_text"] == "o0"
-    assert p0["key_text"] == "Task: g\nObservation:\no0"
+    assert p0["key_text"] == "o0"          # the env's compact view of the state (here the obs)
     v0 = mem.stores["value"][0]
     assert v0["reflection"] == "VALUE-LESSON: be stricter" and v0["mode"] == "expectation"
     # with the ground truth the outcome flips

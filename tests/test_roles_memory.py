@@ -45,8 +45,7 @@ def test_retrieval_honours_m_threshold_and_order(tmp_path):
     got = mem.retrieve("policy", "q:1.0", snap)
     assert [r["id"] for r in got] == ["near", "close"]                 # top m = 2
     assert [r["score"] for r in got] == pytest.approx([0.9, 0.7], abs=1e-5)
-    mem.top_m["policy"] = 10
-    mem._query_cache.clear()
+    mem.top_m["policy"] = 10                                            # the cache keys on m
     got = mem.retrieve("policy", "q:1.0", snap)
     assert [r["id"] for r in got] == ["near", "close", "mid", "edge"]  # 0.1 < 0.25 dropped
     # the code's LangChain relevance: 2 cos - 1 with the same 0.25 cut -> cos >= 0.625
@@ -80,11 +79,13 @@ def test_memory_survives_restart_and_rebuilds_a_lost_index(tmp_path):
     mem = ReflectionMemory(tmp_path, embedder=emb)
     mem.add("policy", rec("a", 0.9))
     mem.add("value", rec("b", 0.8))
+    mem.close()                                                         # a restart
     again = ReflectionMemory(tmp_path, embedder=emb)
     snap = again.begin_task()
     assert [r["id"] for r in again.retrieve("policy", "q:1.0", snap)] == ["a"]
     assert [r["id"] for r in again.retrieve("value", "q:1.0", snap)] == ["b"]
     assert again.policy.index.ntotal == 1
+    again.close()
     (tmp_path / "policy.faiss").unlink()                                # index lost: rebuilt
     third = ReflectionMemory(tmp_path, embedder=emb)
     assert [r["id"] for r in third.retrieve("policy", "q:1.0", third.begin_task())] == ["a"]
@@ -94,6 +95,7 @@ def test_memory_survives_restart_and_rebuilds_a_lost_index(tmp_path):
 def test_corrupt_files_give_clear_errors(tmp_path):
     mem = ReflectionMemory(tmp_path, embedder=AxisEmbedder())
     mem.add("policy", rec("a", 0.9))
+    mem.close()
     (tmp_path / "policy.faiss").write_bytes(b"not a faiss index")
     with pytest.raises(MemoryFormatError, match="policy.faiss"):
         ReflectionMemory(tmp_path, embedder=AxisEmbedder())
@@ -105,10 +107,13 @@ def test_corrupt_files_give_clear_errors(tmp_path):
 
 
 def test_embedding_model_mismatch_is_an_error(tmp_path):
-    ReflectionMemory(tmp_path, embedder=AxisEmbedder())
+    mem = ReflectionMemory(tmp_path, embedder=AxisEmbedder())
     other = AxisEmbedder()
     other.model_id = "another-model"
-    with pytest.raises(MemoryFormatError, match="meta.json"):
+    with pytest.raises(MemoryFormatError, match="meta.json"):   # open in this process
+        ReflectionMemory(tmp_path, embedder=other)
+    mem.close()
+    with pytest.raises(MemoryFormatError, match="meta.json"):   # on disk
         ReflectionMemory(tmp_path, embedder=other)
 
 
@@ -123,6 +128,7 @@ def test_real_minilm_memory_restart(tmp_path):
                        "key_text": "Task: open the red door\nObservation:\nA red door is locked."})
     mem.add("policy", {"id": "p2", "dedup": "p2", "reflection": "ovens heat",
                        "key_text": "Task: bake a cake\nObservation:\nThe oven is cold."})
+    mem.close()
     restarted = ReflectionMemory(tmp_path / "memory", embedder=Embedder())
     got = restarted.retrieve("policy", "Task: open the red door\nObservation:\nThe red door is "
                                        "locked.", restarted.begin_task())

@@ -157,9 +157,9 @@ def test_aggregate_of_no_samples_is_flagged_all_failed():
 
 def grader(letters):
     def respond(req, i):
-        if req.role != "value":
+        if req.role not in ("value", "rubric"):
             raise AssertionError(req.role)
-        if "RUBRIC" not in req.messages[-1]["content"] and "<rubric>" in req.messages[-1]["content"]:
+        if req.role == "rubric":
             return "<rubric>\n- the goal is reached\n</rubric>"
         return f"Thoughts: sample {i}\nSTATUS CODE: {letters[i % len(letters)]}"
     return respond

@@ -58,7 +58,6 @@ def write_suite(path: Path, n: int = 6) -> Path:
 
 
 def rmcts(suite: Path, out: str | Path, **kw) -> RunDir:
-    memory_module._OPEN.clear()  # each run as its own process: no memory open from before
     cfg = EvalConfig(agent="rmcts", agent_options=json.loads(json.dumps(RMCTS)),
                      suite=str(suite), out=str(out), concurrency=2, **kw)
     return evaluate(cfg, progress=False)[0]

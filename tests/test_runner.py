@@ -63,7 +63,8 @@ def test_backtrack_to_a_state_off_the_path_is_invalid():
     rec = play(ScriptedAgent(script), line_task(0, length=5))
     assert rec["steps"][1]["valid"] is False
     assert "not an earlier state" in rec["steps"][1]["obs"]
-    assert rec["steps"][1]["obs"].endswith("at 1 of 5, step 1")
+    # every backtrack costs one step, valid or not: the world stays, the clock advances
+    assert rec["steps"][1]["obs"].endswith("at 1 of 5, step 2")
 
 
 def test_episodes_run_concurrently(tmp_path):

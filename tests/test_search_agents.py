@@ -102,13 +102,13 @@ def responder(policy_mix=("a", "a", "a", "b", "b")):
     def respond(req, i):
         if req.role == "policy":
             return f"I think.\nNext action:\n```\n{policy_mix[i % len(policy_mix)]}\n```"
+        if req.role == "rubric":
+            return "<rubric>- the goal path is found</rubric>"
         if req.role == "value":
-            if "<rubric>" in req.messages[-1]["content"] and req.sampling.n == 1:
-                return "<rubric>- the goal path is found</rubric>"
             final = "FINAL ACTION" in req.messages[-1]["content"]
             letter = "E" if final else GRADES.get(last_obs(req), "E")
             return f"Thoughts: looks like {letter}\nSTATUS CODE: {letter}"
-        if req.role == "reflection":
+        if req.role in ("expect", "reflection"):
             return "a lesson"
         raise AssertionError(req.role)
     return respond
@@ -151,7 +151,7 @@ def test_mcts_with_fake_lm_commits_the_value_one_path_and_logs_everything():
     # simulated interactions are logged apart from the executed ones
     assert rec["interactions"]["executed"] == 2
     assert rec["interactions"]["simulated"] == 1 + 1 + 2
-    assert set(rec["usage"]) == {"policy", "value"}
+    assert set(rec["usage"]) == {"policy", "value", "rubric"}   # the rubric is a role of its own
     # policy calls: root, /a, /b (/b/a is env_done: evaluated, never expanded)
     assert tree["meta"]["usage"]["policy"]["calls"] == 3
     assert rec["steps"][0]["info"]["search"]["kind"] == "path"

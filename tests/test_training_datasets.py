@@ -54,8 +54,11 @@ def test_selection_by_ground_truth():
     assert not is_selected({"outcome": {"success": None, "grade": 0.5}})
     assert is_selected({"outcome": {"success": None, "grade": 1.0}})
     assert not is_selected({"outcome": {"success": False, "success_est": True}})
-    with pytest.raises(ValidationError, match="select_by"):  # the estimate has no producer
-        DataConfig(runs=["r"], select_by="est")
+    assert is_selected({"outcome": {"success": False, "success_est": True}}, "est")
+    with pytest.raises(ValueError, match="'k' records no success estimate"):
+        is_selected({"key": "k", "outcome": {"success": True}}, "est")
+    with pytest.raises(ValidationError, match="select_by"):
+        DataConfig(runs=["r"], select_by="guess")
 
 
 def test_jsonl_export_and_reload(tmp_path):

@@ -19,10 +19,12 @@ messages have ``weight`` null. Metadata columns: ``task_id``, ``env``, ``source_
 ``episode``, ``agent``, ``kind`` (el | il), ``subset``, ``turn_index``, ``n_backtracks``,
 ``selected_by``.
 
-Decisions: episodes are selected by ground-truth success (D21): ``outcome.success``, or
-``outcome.grade >= 1`` where success is undefined; the ``selected_by`` column says so ("gt").
-Selection by the agent's own success estimate (D21's alternative) is not offered: no agent
-records one in its episodes, so the option could only fail. No subsampling by default.
+Decisions: episodes are selected by ground-truth success by default (D21, ``select_by: gt``):
+``outcome.success``, or ``outcome.grade >= 1`` where success is undefined. ``select_by: est``
+selects by the agent's own estimate, ``outcome.success_est``, which search agents record (mean Q
+of the executed steps above the reflection threshold, docs/methods/rmcts.md#success-estimate);
+an episode without one is an error naming it. The ``selected_by`` column says which rule
+chose the episode. No subsampling by default.
 Episodes that cannot be exported are skipped and counted by reason in the report, never silently:
 ``el_skipped`` / ``il_skipped`` count them by reason (numbers replaced by ``N``, so equal reasons
 group), ``el_skipped_examples`` / ``il_skipped_examples`` keep up to
@@ -49,7 +51,7 @@ from typing import Any, Literal
 from clew.envs.base import Task
 from clew.envs.registry import make_for
 from clew.records import RunDir, atomic_write_text, write_atomic
-from clew.records.jsonl import numbered_jsonl
+from clew.records.jsonl import RecordError, numbered_jsonl
 from clew.search.tree import Tree, TreeFormatError, load_tree
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
 from clew.training.preferences import PairOptions, episode_rows
@@ -70,6 +72,7 @@ class DataConfig(BaseModel):
     runs: list[str] = Field(..., min_length=1, description="run directories to read")
     out: str | None = Field(None, description="output folder (datasets + JSONL + report)")
     success_only: bool = True
+    select_by: Literal["gt", "est"] = "gt"
     el_max_actions: int | None = Field(20, ge=1)
     il_max_actions: int | None = Field(None, ge=1)
     assessment_value: Literal["both", "text", "number"] = "both"
@@ -139,9 +142,15 @@ def read_trees(run: str | Path, key: str) -> dict[int, Tree]:
     return trees
 
 
-def is_selected(record: dict[str, Any]) -> bool:
-    """Successful episode by ground truth (docs/methods/exploratory-learning.md)."""
+def is_selected(record: dict[str, Any], by: str = "gt") -> bool:
+    """Successful episode by ground truth, or by the agent's estimate (``by="est"``;
+    docs/methods/exploratory-learning.md)."""
     outcome = record.get("outcome") or {}
+    if by == "est":
+        if outcome.get("success_est") is None:
+            raise RecordError(f"episode {record.get('key')!r} records no success estimate "
+                             f"(outcome.success_est; search agents record one): use select_by: gt")
+        return bool(outcome["success_est"])
     if outcome.get("success") is not None:
         return bool(outcome["success"])
     return float(outcome.get("grade") or 0.0) >= 1.0
@@ -156,7 +165,7 @@ def _meta(record: dict[str, Any], run: str) -> dict[str, Any]:
 
 
 def _rows(samples: list[Sample], record: dict[str, Any], run: str, kind: str,
-          subset: str) -> list[dict[str, Any]]:
+          subset: str, selected_by: str = "gt") -> list[dict[str, Any]]:
     task = record["task"]
     rows = []
     for s in samples:
@@ -167,7 +176,7 @@ def _rows(samples: list[Sample], record: dict[str, Any], run: str, kind: str,
             "source_run": run, "episode": str(record["key"]),
             "agent": str(record.get("agent", "")), "kind": kind, "subset": subset,
             "turn_index": s.turn_index, "n_backtracks": s.n_backtracks,
-            "selected_by": "gt",
+            "selected_by": selected_by,
         })
     return rows
 
@@ -233,7 +242,7 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
                 tree_rows["pairs"] += more.pairs
                 tree_rows["values"] += more.values
                 tree_counts.update(more.counts)
-            if cfg.success_only and not is_selected(record):
+            if cfg.success_only and not is_selected(record, cfg.select_by):
                 continue
             report["selected"] += 1
             out: EpisodeExport = export_episode(record, trees, make_env, options=options)
@@ -249,14 +258,15 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
                 skip("il", record, out.il_skipped)
             else:
                 report["il_episodes"] += 1
-                rows["il_all"] += _rows(out.il, record, str(run), "il", "il_all")
+                rows["il_all"] += _rows(out.il, record, str(run), "il", "il_all", cfg.select_by)
             if out.el_skipped:
                 skip("el", record, out.el_skipped)
                 continue
             report["el_episodes"] += 1
-            rows["el"] += _rows(out.el, record, str(run), "el", "el")
+            rows["el"] += _rows(out.el, record, str(run), "el", "el", cfg.select_by)
             if not out.il_skipped:
-                rows["il_matched"] += _rows(out.il, record, str(run), "il", "il_matched")
+                rows["il_matched"] += _rows(out.il, record, str(run), "il", "il_matched",
+                                            cfg.select_by)
     if report["unreadable_records"]:
         print(f"warning: {len(report['unreadable_records'])} episode record(s) cannot be "
               f"exported: {report['unreadable_records'][0]}", file=sys.stderr)

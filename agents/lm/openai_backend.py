@@ -12,9 +12,13 @@ Failure handling ("Nothing lost, clear errors", DESIGN §5):
 * connection errors, timeouts, 408/409/429 and 5xx answers are retried ``retries`` times with
   exponential backoff (``backoff * 2**k`` seconds, at most ``max_backoff``); other answers (a bad
   request, an unknown model, a refused key) are not retried;
+* every retry is logged (this module's logger, level WARNING, one line: what failed, why, the wait
+  and the attempt number), so a run that slows down says why;
 * then an :class:`LMError` names the server, the model, what happened and how many attempts over
   how long. A call therefore fails within about
-  ``(retries + 1) * timeout + sum(backoffs)`` seconds.
+  ``(retries + 1) * timeout + sum(backoffs)`` seconds;
+* anything else (a bug of ours, a ``TypeError`` in the arguments) is not caught: it propagates
+  with its traceback on the first attempt.
 
 Usage: the server's ``usage`` (prompt tokens once, completion tokens over all ``n`` samples,
 spec_002 §7.3). Decision: the server reports one completion-token total per request; it is split
@@ -44,6 +48,7 @@ served model's tokenizer) makes token counts exact instead of estimated
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from typing import Any
@@ -62,6 +67,7 @@ RETRY_STATUS = {408, 409, 429}
 #: sampling settings outside the OpenAI schema, sent in the body so that a vLLM (or SGLang)
 #: server does not fill them from the model's generation config; -1 disables top-k in both
 NEUTRAL_SAMPLING = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
+log = logging.getLogger(__name__)
 
 
 class OpenAIModel(LanguageModel):
@@ -190,7 +196,10 @@ class OpenAIModel(LanguageModel):
         last = "no attempt"
         for attempt in range(self.retries + 1):
             if attempt:
-                await asyncio.sleep(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+                wait = min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+                log.warning("%s: %s failed (%s); retry %d of %d in %.2g s", self.name, what, last,
+                            attempt, self.retries, wait)
+                await asyncio.sleep(wait)
             try:
                 return await call()
             except openai.APITimeoutError:

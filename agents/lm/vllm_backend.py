@@ -45,9 +45,14 @@ its own random generator, so what is *sampled* does not depend on the other requ
 *logits* may: online batching changes batch shapes from step to step, and GPU kernels reduce in
 a shape-dependent order, so the same seeded request can differ in the last bits (and then in a
 sampled token) between two runs, two shard layouts or two tensor-parallel sizes. Runs are
-reproducible in distribution, not bit for bit. ``batch_invariant=True`` sets vLLM's
+reproducible in distribution but not bit-reproducible. ``batch_invariant=True`` sets vLLM's
 ``VLLM_BATCH_INVARIANT=1`` (batch-invariant kernels, NVIDIA compute capability 8.0 or newer,
 slower) for runs that must repeat exactly on the same hardware and software.
+
+Failures: there is no transport to retry (the engine is in-process). vLLM's own errors
+(``vllm.exceptions.VLLMError``: a rejected request, a failed generate call, a dead engine)
+become :class:`LMError` naming the model; any other exception is a bug and propagates
+unchanged, with its traceback.
 """
 
 from __future__ import annotations
@@ -369,12 +374,14 @@ class VLLMModel(LanguageModel):
 
     # --- on the engine loop --------------------------------------------------------------
     async def _one(self, request: ChatRequest) -> list[Completion]:
+        from jinja2 import TemplateError
+        from vllm.exceptions import VLLMError
         from vllm.inputs import TokensPrompt
 
         s = request.sampling
         try:
             ids = self.prompt_ids(request.messages)
-        except Exception as e:
+        except (TemplateError, ValueError) as e:   # the model's template rejects the chat
             raise LMError(f"{self.name}: cannot render the chat prompt: {e}") from e
         if len(ids) + s.max_tokens > self.context_length:
             # vLLM would reject it (or cut the completion short): the caller's episode fails
@@ -387,9 +394,7 @@ class VLLMModel(LanguageModel):
             async for out in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params,
                                                   request_id, lora_request=self.lora):
                 final = out
-        except LMError:
-            raise
-        except Exception as e:
+        except VLLMError as e:
             cause = e.__cause__ or e
             raise LMError(f"{self.name}: request failed: {type(e).__name__}: {e}"
                           + (f" ({cause})" if cause is not e else "")) from e

@@ -201,6 +201,13 @@ class GridMapEnv(Env):
         st, _ = self._require()
         return st.obs
 
+    def memory_view(self, observation: str) -> str:
+        """The observation without its "OBSERVATION:" label and step counter: every task of the
+        family has the same instructions, so position, cell and moves are what tell states
+        apart (Env.memory_view)."""
+        text = re.sub(r"\s*Steps used: \d+\.", "", observation)
+        return re.sub(r"^(OBSERVATION:\s*)+", "", text.strip())
+
     def state_key(self) -> tuple:
         """Position and achieved nodes: what a visit means for peek counting (Env.state_key)."""
         st, _ = self._require()

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -329,6 +330,16 @@ class TextMiniGridEnv(Env):
         st.prompt = prompts.user_prompt(
             level.mission, st.transitions, st.view, direction_name(level.agent_dir),
             inventory_text(level.carrying), self.max_actions, think=self.think, memory=memory)
+
+    def memory_view(self, observation: str) -> str:
+        """The mission and the current view, direction and inventory of an observation, without
+        the results of earlier actions and the answer instructions (Env.memory_view)."""
+        mission = re.search(r"^Your final mission is .*$", observation, re.MULTILINE)
+        current = re.search(r"Your current observation:\n(.*?)(?:\nBased on the observation|\Z)",
+                            observation, re.DOTALL)
+        if not (mission and current):
+            return observation
+        return f"{mission.group(0)}\n{current.group(1).strip()}"
 
     def state_key(self) -> tuple:
         """Pose and carried object (Env.state_key; no clock). Objects are named by type and
