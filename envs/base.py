@@ -76,10 +76,15 @@ class Task:
         unknown = set(data) - {"env", "params", "seed", "id", "split"}
         if unknown:
             raise ValueError(f"task has unknown field(s): {', '.join(sorted(unknown))}")
+        try:
+            seed = int(data.get("seed", 0))
+        except (TypeError, ValueError):
+            raise ValueError(f"task field 'seed' must be an integer, got "
+                             f"{data.get('seed')!r}") from None
         return cls(
             env=str(data["env"]),
             params=data["params"],
-            seed=int(data.get("seed", 0)),
+            seed=seed,
             id=str(data.get("id", "")),
             split=str(data.get("split", "test")),
         )

@@ -1,16 +1,34 @@
 """Run configuration: YAML + ``key=value`` overrides, validated before any work
 (docs/architecture.md).
 
-Errors name the field: ``config error: concurrency: Input should be greater than 0``.
+Errors name the field, one line each: ``concurrency: Input should be greater than 0``; an
+unknown field suggests the one meant (``n_simulatons: unknown field; did you mean
+agent_options.search.n_simulations?``).
+
+``--config`` takes a file or the name of a preset shipped with clew (``configs/agents/NAME.yaml``
+for runs, ``configs/train/NAME.yaml`` for training); a run's own ``config.yaml`` is a valid
+config too (the fields clew records beside the config, :data:`RECORDED`, are ignored).
 """
 
 from __future__ import annotations
 
+import difflib
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+#: fields a run directory's config.yaml holds beside the config (provenance, merge sources)
+RECORDED = ("clew_version", "git_commit", "merged_from")
 
 
 class ConfigError(ValueError):
@@ -43,6 +61,13 @@ class EvalConfig(BaseModel):
                                      "share of its outputs; null = never (docs/methods/parsing.md)")
     parse_failure_min_outputs: int = Field(
         50, ge=1, description="outputs a role must have read before parse_failure_rate applies")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_recorded(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if k not in RECORDED}
+        return data
 
     @field_validator("suite")
     @classmethod
@@ -89,34 +114,125 @@ def merge_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def load_yaml(path: str | Path | None) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``, nested mappings merged key by key."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) \
+            else v
+    return out
+
+
+def preset_file(name: str, kind: str) -> Path | None:
+    """The preset ``name`` of ``kind`` (agents | train) shipped with clew, if there is one."""
+    if not name or "/" in name or name.endswith((".yaml", ".yml")):
+        return None
+    found = files("clew.configs").joinpath(kind, f"{name}.yaml")
+    return Path(str(found)) if found.is_file() else None
+
+
+def preset_names(kind: str) -> list[str]:
+    folder = files("clew.configs").joinpath(kind)
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_yaml(path: str | Path | None, presets: str | None = None) -> dict[str, Any]:
+    """The mapping in a config file, or in the preset ``path`` names (``presets``: its kind)."""
     if not path:
         return {}
     path = Path(path)
     if not path.exists():
-        raise ConfigError(f"config file {path} does not exist")
+        found = preset_file(str(path), presets) if presets else None
+        if found is None:
+            known = f"; presets: {', '.join(preset_names(presets))}" if presets else ""
+            raise ConfigError(f"config file {path} does not exist{known}")
+        path = found
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1})" if where is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigError(f"config file {path}: not valid YAML{at}: {problem}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping")
+        raise ConfigError(f"config file {path}: the top level must be a mapping")
     return data
 
 
-def validate(model: type[BaseModel], data: dict[str, Any], source: str = "config") -> Any:
+def _field_names(model: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names of the (nested) model at ``loc``; [] where it is not a model."""
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        ann = field.annotation if field else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return []
+        model = ann
+    return list(model.model_fields)
+
+
+def _agent_option_paths() -> list[str]:
+    """Dotted option paths of a search agent (for suggestions at the top level)."""
+    from clew.search.options import AgentOptions
+    from clew.search.registry import search_config
+
+    def walk(model: type[BaseModel], prefix: str) -> list[str]:
+        out = []
+        for name, field in model.model_fields.items():
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                out += walk(ann, f"{prefix}{name}.")
+            else:
+                out.append(prefix + name)
+        return out
+
+    paths = walk(AgentOptions, "")
+    paths += walk(type(search_config(None)), "search.")
+    return [f"agent_options.{p}" for p in paths]
+
+
+def did_you_mean(model: type[BaseModel], loc: tuple) -> str:
+    """``; did you mean X?`` for an unknown field, or ''."""
+    key = str(loc[-1])
+    close = difflib.get_close_matches(key, _field_names(model, loc[:-1]), n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {'.'.join(map(str, (*loc[:-1], close[0])))}?"
+    if len(loc) == 1 and "agent_options" in model.model_fields:
+        try:
+            paths = _agent_option_paths()
+        except Exception:  # noqa: BLE001 - a suggestion must never hide the error
+            return ""
+        by_last = {p.rsplit(".", 1)[1]: p for p in paths}
+        close = difflib.get_close_matches(key, list(by_last), n=1, cutoff=0.75)
+        if close:
+            return f"; did you mean {by_last[close[0]]}?"
+    return ""
+
+
+def validate(model: type[BaseModel], data: dict[str, Any], source: str | None = None) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            lines.append(f"  {where}: {err['msg']}")
-        raise ConfigError(f"{source} error:\n" + "\n".join(lines)) from None
+            if err["type"] == "extra_forbidden":
+                msg = "unknown field" + did_you_mean(model, tuple(err["loc"]))
+            elif err["type"] == "missing":
+                msg = "required"
+            else:
+                msg = err["msg"]
+            lines.append(f"{where}: {msg}" + (f" (in {source})" if source else ""))
+        raise ConfigError("\n".join(lines)) from None
 
 
 def load_config(model: type[BaseModel], path: str | None, overrides: list[str],
-                base: dict[str, Any] | None = None) -> Any:
-    data = {**load_yaml(path), **(base or {})}  # command-line flags win over the file
+                base: dict[str, Any] | None = None, defaults: dict[str, Any] | None = None,
+                presets: str | None = None) -> Any:
+    """``defaults`` < the config file (or preset ``presets``/NAME) < ``base`` (command-line
+    flags) < ``overrides``; nested mappings merged key by key."""
+    data = load_yaml(path, presets)
+    if presets == "agents" and path and not Path(path).exists():
+        data = {"agent": str(path)}  # --config NAME means --agent NAME (label and all)
+    data = deep_merge(deep_merge(defaults or {}, data), base or {})
     data = merge_overrides(data, overrides)
-    return validate(model, data, f"config {path}" if path else "config")
+    return validate(model, data, str(path) if path else None)

@@ -21,7 +21,9 @@ Decisions:
 * Episodes are written in suite order (task order, then repeat) when the suite resolves, else by
   key. Failed episodes (``errors.jsonl``) are kept unless the episode finished in another shard.
 * Reflection memories are per shard and are not merged (their index format belongs to the
-  memory module): each is copied to ``shard_memory/<i>-of-<n>/``.
+  memory module): each shard's ``memory/`` is copied to ``shard_memory/<i>-of-<n>/``. Since a
+  run records its memory folder relative to itself (absent when it is ``memory/``), shards of
+  one R-MCTS run have equal ``agent_options`` and merge.
 """
 
 from __future__ import annotations
@@ -35,9 +37,8 @@ from typing import Any
 
 from clew.eval.evaluate import RESUME_KEYS, comparable, finalize
 from clew.records import RunDir, atomic_write_text, dumps, read_jsonl
-
-#: record fields that legitimately differ between two runs of the same episode
-VOLATILE = ("wall_s",)
+from clew.records.lock import LOCK_NAME
+from clew.records.rundir import differing_fields
 
 
 class MergeError(ValueError):
@@ -105,15 +106,6 @@ def check_coverage(shards: list[Shard], allow_missing: bool) -> None:
             f"--allow-missing to merge a partial run")
 
 
-def _comparable(record: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in record.items() if k not in VOLATILE}
-
-
-def _differing_fields(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    a, b = _comparable(a), _comparable(b)
-    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-
-
 def dedupe(shards: list[Shard]) -> tuple[dict[str, tuple[dict[str, Any], Shard]], int]:
     """Episodes by key with the shard that holds them; identical duplicates counted."""
     kept: dict[str, tuple[dict[str, Any], Shard]] = {}
@@ -125,7 +117,7 @@ def dedupe(shards: list[Shard]) -> tuple[dict[str, tuple[dict[str, Any], Shard]]
                 raise MergeError(f"{shard.run.episodes_file}: an episode record has no key")
             if key in kept:
                 prev, src = kept[key]
-                diff = _differing_fields(prev, rec)
+                diff = differing_fields(prev, rec)
                 if diff:
                     raise MergeError(
                         f"episode {key!r} is recorded differently in {src.run.path} and "
@@ -190,7 +182,16 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path, *,
                                  else {})} for s in shards]
     run = RunDir(out)
     run.open(config, resume=False)  # refuses a directory that already holds a run
+    try:
+        counts = _write_merged(run, shards, kept, keys)
+    finally:
+        run.close()
+    return run, {"shards": len(shards), "episodes": len(keys), "duplicates": dups, **counts}
 
+
+def _write_merged(run: RunDir, shards: list[Shard], kept: dict[str, tuple[dict[str, Any], Shard]],
+                  keys: list[str]) -> dict[str, int]:
+    skip = shutil.ignore_patterns(LOCK_NAME, ".*.tmp")  # a lock or a kill's leftover temp file
     atomic_write_text(run.episodes_file, "".join(dumps(kept[k][0]) + "\n" for k in keys))
     errors = [e for s in shards for e in s.errors if e.get("key") not in kept]
     if errors:
@@ -199,12 +200,23 @@ def merge_shards(shard_dirs: list[str | Path], out: str | Path, *,
     for key in keys:
         src = kept[key][1].run.tree_dir(key)
         if src.is_dir():
-            shutil.copytree(src, run.tree_dir(key))
+            shutil.copytree(src, run.tree_dir(key), ignore=skip)
             trees += sum(1 for _ in src.glob("*.json.gz"))
     for s in shards:
-        mem = s.run.path / "memory"
-        if mem.is_dir():
-            shutil.copytree(mem, run.path / "shard_memory" / s.label)
+        mem = shard_memory(s)
+        if mem is not None and mem.is_dir():
+            shutil.copytree(mem, run.path / "shard_memory" / s.label, ignore=skip)
     finalize(run)
-    return run, {"shards": len(shards), "episodes": len(keys), "duplicates": dups,
-                 "errors": len(errors), "trees": trees}
+    return {"errors": len(errors), "trees": trees}
+
+
+def shard_memory(shard: Shard) -> Path | None:
+    """The shard's reflection memory when it lives in the shard (its ``memory/``, or a folder
+    the config names relative to the run); a store outside the shard is not the shard's to
+    copy."""
+    options = shard.config.get("agent_options") or {}
+    memory = options.get("memory") if isinstance(options, dict) else None
+    where = memory.get("dir") if isinstance(memory, dict) else None
+    if where is None:
+        return shard.run.path / "memory"
+    return None if Path(where).is_absolute() else shard.run.resolve(where)

@@ -10,6 +10,9 @@ Decisions:
 * A run whose mean error is 0 (or undefined) cannot go on a log axis: it is left out of the plot
   and the fit, and the figure says how many were left out.
 * A fit needs two distinct x values; R² is undefined (NaN) when every y is the same.
+* The report draws a fitted line only through at least :data:`MIN_FIT_POINTS` runs: a line
+  through two points has R² = 1 whatever the data, and three points hardly say more; with fewer
+  runs the plot shows the points and says why there is no line.
 * Compute-scaling points of the same agent name are joined by a line in x order, so a sweep of
   ``n_simulations`` reads as one curve.
 """
@@ -26,6 +29,8 @@ import matplotlib
 matplotlib.use("Agg")  # headless: reports are written on clusters and in CI
 
 import matplotlib.pyplot as plt
+
+MIN_FIT_POINTS = 4  # runs needed before a fitted line is drawn (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,7 @@ def success_vs_log_error(points: Sequence[Point], path: Path, *, error_name: str
         return False
     xs = [math.log10(p.x) for p in usable]
     ys = [p.y for p in usable]
-    fit = fit_line(xs, ys)
+    fit = fit_line(xs, ys) if len(usable) >= MIN_FIT_POINTS else None
     fig, ax = plt.subplots(figsize=(6, 4.2))
     ax.scatter(xs, ys, color="tab:blue", zorder=3)
     _annotate(ax, usable, xs)
@@ -107,6 +112,8 @@ def success_vs_log_error(points: Sequence[Point], path: Path, *, error_name: str
         ax.legend(loc="best", fontsize=8)
     if dropped:
         title += f" ({dropped} run(s) with zero/undefined error left out)"
+    if len(usable) < MIN_FIT_POINTS:
+        title += f"\nno fitted line: {len(usable)} run(s), a line needs {MIN_FIT_POINTS}"
     ax.set_title(title, fontsize=9)
     ax.set_xlabel(f"log10 mean {error_name}")
     ax.set_ylabel("success rate")

@@ -33,8 +33,12 @@ Decisions:
   sample of at most :data:`MAX_TREES_READ` files): the mean of their ``simulations`` counter
   (the budget units every algorithm counts alike; best-of-N makes several nodes per unit), else
   their mean node count.
-* Gap shares are ratios of the mean gaps (the per-run averaging of docs/methods/envs.md#dark-treasure-rooms needs several
-  runs per agent; the metric module may report its own share columns, which are then shown too).
+* Gap shares are ratios of the mean gaps, one pair of columns (the per-run averaging of
+  docs/methods/envs.md#dark-treasure-rooms needs several runs per agent; the metric's own per-episode shares stay in
+  ``metrics.json``: four share columns side by side read as a puzzle).
+* HTML tables fit a 1400 px window for the usual column set: headers wrap, a standard error
+  sits under its mean, one shared suite is named once; a wider table scrolls inside its own
+  box, so nothing is cut off.
 """
 
 from __future__ import annotations
@@ -185,13 +189,17 @@ class Table:
         return buf.getvalue()
 
     def html(self) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.header)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                       for row in self.formatted())
+        # headers may break after a slash ("tokens/task"), as well as at spaces
+        head = "".join(f"<th>{html.escape(h).replace('/', '/<wbr>')}</th>" for h in self.header)
+        body = "".join("<tr>" + "".join(f"<td>{html_cell(c, self._digits(j))}</td>"
+                                        for j, c in enumerate(row)) + "</tr>"
+                       for row in self.rows)
         note = f"<p class='note'>{html.escape(self.note)}</p>" if self.note else ""
-        return (f"<section><h2>{html.escape(self.title)}</h2>{note}"
+        # the wrapper scrolls sideways when a table is still wider than the window: nothing is
+        # cut off (headers wrap and standard errors sit under their means, so it rarely is)
+        return (f"<section><h2>{html.escape(self.title)}</h2>{note}<div class='table-wrap'>"
                 f"<table class='clew-table' id='table-{self.key}'><thead><tr>{head}</tr></thead>"
-                f"<tbody>{body}</tbody></table></section>")
+                f"<tbody>{body}</tbody></table></div></section>")
 
     def to_json(self) -> dict[str, Any]:
         def cell(c: Cell) -> Any:
@@ -215,6 +223,13 @@ def fmt(c: Cell, digits: int = 3) -> str:
     return str(c)
 
 
+def html_cell(c: Cell, digits: int = 3) -> str:
+    """A cell for the HTML page: a standard error goes on its own line under the mean."""
+    if isinstance(c, Stat) and math.isfinite(c.mean) and math.isfinite(c.se):
+        return (f"{c.mean:.{digits}f}<span class='se'>± {c.se:.{digits}f}</span>")
+    return html.escape(fmt(c, digits))
+
+
 def raw(c: Cell) -> Any:
     """CSV value: numbers at full precision, undefined as an empty cell."""
     if c is None or (isinstance(c, float) and not math.isfinite(c)):
@@ -227,8 +242,12 @@ def _present(runs: list[Run], key: str) -> bool:
 
 
 def summary_table(runs: list[Run], react: Run | None) -> Table:
-    header = ["run", "agent", "kind", "suite", "episodes", "success", "steps (succ.)"]
-    digits = [0, 0, 0, 0, 0, 2, 1]
+    # one suite for all: named in the note and the run list, not repeated in every row
+    suites = sorted({r.suite for r in runs})
+    with_suite = len(suites) > 1
+    header = ["run", "agent", "kind"] + (["suite"] if with_suite else []) + \
+        ["episodes", "success", "steps (succ.)"]
+    digits = [0, 0, 0] + ([0] if with_suite else []) + [0, 2, 1]
     metric_cols = [(k, label, d) for k, label, d in METRIC_COLUMNS if _present(runs, k)]
     header += [label for _, label, _ in metric_cols]
     digits += [d for _, _, d in metric_cols]
@@ -239,8 +258,9 @@ def summary_table(runs: list[Run], react: Run | None) -> Table:
     react_tokens = react.mean("tokens") if react else math.nan
     rows = []
     for r in runs:
-        row: list[Cell] = [r.name, r.agg["agent"], r.agg["agent_kind"], r.suite,
-                           r.agg["episodes"], r.stat("success"), r.mean("steps_success")]
+        row: list[Cell] = [r.name, r.agg["agent"], r.agg["agent_kind"]] + \
+            ([r.suite] if with_suite else []) + \
+            [r.agg["episodes"], r.stat("success"), r.mean("steps_success")]
         row += [r.stat(k) for k, _, _ in metric_cols]
         row.append(r.stat("tokens"))
         if react:
@@ -249,18 +269,18 @@ def summary_table(runs: list[Run], react: Run | None) -> Table:
         row += [r.mean("lm_calls"), r.mean("interactions_executed"),
                 r.mean("interactions_simulated"), r.mean("wall_s")]
         rows.append(row)
-    note = f"Tokens relative to the ReAct run {react.name!r}." if react else ""
+    note = " ".join(([] if with_suite else [f"Suite {suites[0]}."]) +
+                    ([f"Tokens relative to the ReAct run {react.name!r}."] if react else []))
     return Table("summary", "Summary", header, rows, digits, note)
 
 
 def gaps_table(runs: list[Run]) -> Table | None:
-    """docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition: total = exploration + exploitation gap, each normalised by R^max."""
+    """docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition: total = exploration + exploitation gap, each normalised by R^max, and the
+    shares of the total that each part is (ratios of the mean gaps, so they add up to 1)."""
     if not any(_present(runs, k) for k in GAP_KEYS):
         return None
-    extra = sorted({k for r in runs for k in r.agg["mean"]
-                    if k.startswith(("gap_", "share_")) and k not in GAP_KEYS})
-    header = ["run", "gap total", "gap exploration", "gap exploitation", "explore share",
-              "exploit share"] + [k.replace("_", " ") for k in extra]
+    header = ["run", "gap total", "gap exploration", "gap exploitation", "exploration share",
+              "exploitation share"]
     rows = []
     for r in runs:
         total, ex, xt = (r.mean(k) for k in GAP_KEYS)
@@ -269,11 +289,12 @@ def gaps_table(runs: list[Run]) -> Table | None:
         shares = (ex / denom, xt / denom) if math.isfinite(denom) and denom != 0 else (
             math.nan, math.nan)
         rows.append([r.name, r.stat("gap_total"), r.stat("gap_exploration"),
-                     r.stat("gap_exploitation"), *shares] + [r.stat(k) for k in extra])
+                     r.stat("gap_exploitation"), *shares])
     return Table("gaps", "Gap decomposition (normalised by R^max)", header, rows,
                  [0] + [3] * (len(header) - 1),
-                 "explore/exploit share: ratios of the mean gaps; share_* columns: the metric's "
-                 "own per-episode shares, averaged. Undefined values are left out.")
+                 "exploration / exploitation share: the part of the mean total gap that each "
+                 "mean gap is (they add up to 1; undefined where the total gap is 0). Undefined "
+                 "values are left out of the means.")
 
 
 def task_levels(rec: dict[str, Any]) -> dict[str, Any]:
@@ -435,8 +456,12 @@ def make_plots(runs: list[Run], tables: dict[str, Table], out: Path) -> tuple[li
         if fit is not None:
             fits[key] = {"slope": fit.slope, "intercept": fit.intercept, "r2": fit.r2, "n": fit.n}
             caption += f" slope {fit.slope:.3f}, R² = {fit.r2:.3f} over {fit.n} runs."
+        elif sum(1 for p in pts if plots.finite(p.x) and p.x > 0 and plots.finite(p.y)) < \
+                plots.MIN_FIT_POINTS:
+            caption += (f" No fitted line: a line needs at least {plots.MIN_FIT_POINTS} runs "
+                        f"(through 2 or 3 points R² says next to nothing).")
         else:
-            caption += " Too few distinct points for a fit."
+            caption += " No fitted line: the runs' errors do not differ."
         figs.append(Figure(f"success_vs_{key}", f"Success vs log {label}", path, caption))
     compute = tables["compute"]
     node_pts = [plots.Point(row[0], row[2], row[4].mean, row[1]) for row in compute.rows]
@@ -485,9 +510,13 @@ def suite_warning(runs: list[Run]) -> str:
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table.clew-table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}
-.clew-table th,.clew-table td{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}
-.clew-table th{background:#f2f2f2}.clew-table td:first-child{text-align:left}
+.table-wrap{max-width:100%;overflow-x:auto;margin:0.5em 0 1.5em}
+table.clew-table{border-collapse:collapse;font-size:0.85em}
+.clew-table th,.clew-table td{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}
+.clew-table th{background:#f2f2f2;white-space:normal;max-width:6.5em;vertical-align:bottom}
+.clew-table th:first-child{text-align:left}
+.clew-table td:first-child{text-align:left;white-space:normal;overflow-wrap:anywhere;min-width:9em;max-width:16em}
+.clew-table .se{display:block;color:#666;font-size:0.85em}
 figure{display:inline-block;margin:0.5em 1em 1.5em 0;vertical-align:top}
 figure img{max-width:560px;border:1px solid #ddd}.note{color:#555;font-size:0.9em}
 .warn{color:#a40;font-weight:bold}

@@ -347,13 +347,13 @@ async def run_suite(
                                   "error": f"{type(exc).__name__}: {exc}",
                                   "traceback": traceback.format_exc(limit=-12)})
                 print(f"episode {key} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                _tick(bar, counts, parses)
                 return
             await writer.append(record)
             counts["finished"] += 1
             if record["outcome"].get("stopped_by") == "context_length":
                 counts["context_length"] += 1
-            bar.set_postfix_str(progress_note(parses, counts["context_length"]), refresh=False)
-            bar.update(1)
+            _tick(bar, counts, parses)
 
     groups = [todo]
     if waves:   # one group per wave, in order; a group starts when the one before has finished
@@ -389,3 +389,14 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="episodes", unit="ep", disable=not enabled or total == 0,
                 file=sys.stderr, leave=False)
 
+
+def _tick(bar, counts: dict[str, int], parses: ParseTally) -> None:
+    """One more episode over (recorded, or failed). Redrawn at once: tqdm skips a redraw within
+    ``mininterval`` of the last, and the next episode may be minutes away (a slow model), so
+    the bar would show fewer episodes than are done."""
+    note = progress_note(parses, counts["context_length"])
+    if counts["failed"]:
+        note += f" | {counts['failed']} failed"
+    bar.set_postfix_str(note, refresh=False)
+    bar.update(1)
+    bar.refresh()

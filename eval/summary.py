@@ -131,12 +131,13 @@ def parse_cell(failures: dict[str, dict[str, Any]]) -> str:
                      for role, p in failures.items() if p["outputs"]) or "-"
 
 
-def summary_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
-    """Markdown table, one row per ``(run name, aggregate)``."""
-    present = [(k, label) for k, label in HEADLINE
+def summary_table(rows: list[tuple[str, dict[str, Any]]], label: str = "run") -> str:
+    """Markdown table, one row per ``(name, aggregate)``; ``label`` heads the name column
+    (``run``, or ``task`` for the per-task table)."""
+    present = [(k, title) for k, title in HEADLINE
                if any(math.isfinite(agg["mean"].get(k, math.nan)) for _, agg in rows)]
-    header = ["run", "agent", "kind", "episodes", "success", "steps (succ.)"]
-    header += [label for _, label in present] + ["tokens/ep", "sim. interactions/ep",
+    header = [label, "agent", "kind", "episodes", "success", "steps (succ.)"]
+    header += [title for _, title in present] + ["tokens/ep", "sim. interactions/ep",
                                                  "parse fail", "ctx fail"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, agg in rows:

@@ -25,8 +25,14 @@ Decisions:
   ``tree_from_dict``/``tree_to_dict`` (missing optional fields get their defaults, structural
   damage is a :class:`~clew.search.tree.TreeFormatError` naming the file); fields the viewer does
   not know are kept and listed in the detail panel, so a newer tree still shows everything.
-* Reflection texts are shown when the tree carries them (``meta["reflections"]`` as
-  ``{id: text}`` or a list of ``{"id", "text"}``); otherwise the ids.
+* Reflection texts are shown with their ids: from the tree (``meta["reflections"]`` as
+  ``{id: text}`` or a list of ``{"id", "text"}``), else looked up in the reflection memory of
+  the run the tree belongs to (``RUN/memory``, the shard memories of a merged run, or the
+  store its config names); an id found nowhere is shown alone.
+* Pages of one episode link to each other (previous, next, every step): ``clew view`` writes the
+  pages of every step of the episode beside its trees (``STEP.html``), so the links work. Links
+  between pages are relative; a printed ``file://`` address is percent-encoded, so a folder
+  named ``TASK#0`` (an episode key) does not cut the address at the ``#``.
 * On load, the root and the nodes on the executed decision path are expanded, the rest collapsed.
 * The tree JSON is embedded in a ``<script type="application/json">`` with ``<`` escaped, and all
   text goes into the page through ``textContent``: observation text cannot inject markup.
@@ -36,8 +42,10 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from clew.search.tree import load_tree_dict, tree_from_dict, tree_to_dict
 
@@ -112,14 +120,75 @@ def replay_schedule(tree: dict[str, Any]) -> dict[str, Any]:
             "wave_size": waves["size"] if waves else None}
 
 
-def render(tree: dict[str, Any], title: str = "search tree") -> str:
-    """The HTML page for a normalised tree dict."""
+def render(tree: dict[str, Any], title: str = "search tree",
+           reflections: dict[str, str] | None = None, nav: str = "") -> str:
+    """The HTML page for a normalised tree dict; ``reflections`` adds texts by id, ``nav`` is
+    the HTML of the links to the episode's other steps."""
     payload = {"tree": tree, "replay": replay_schedule(tree),
-               "reflections": reflection_texts(tree), "title": title}
+               "reflections": {**(reflections or {}), **reflection_texts(tree)}, "title": title}
     data = json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str)
     data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    return (_PAGE.replace("__TITLE__", html.escape(title))
+    return (_PAGE.replace("__TITLE__", html.escape(title)).replace("__NAV__", nav)
             .replace("__CSS__", _CSS).replace("__JS__", _JS).replace("__DATA__", data))
+
+
+def step_of(path: Path) -> int | None:
+    m = re.fullmatch(r"(?:step_)?(\d+)\.json(?:\.gz)?", path.name)
+    return int(m.group(1)) if m else None
+
+
+def episode_trees(folder: Path) -> list[tuple[int, Path]]:
+    """The step trees of one episode folder, in step order."""
+    found = [(step_of(p), p) for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+    return sorted((k, p) for k, p in found if k is not None)
+
+
+def run_of(tree_path: Path) -> Path | None:
+    """The run directory a tree file sits in (``RUN/trees/EPISODE/STEP.json.gz``)."""
+    up = tree_path.resolve().parents
+    return up[2] if len(up) > 2 and up[1].name == "trees" else None
+
+
+def memory_texts(run: Path | None) -> dict[str, str]:
+    """``{reflection id: text}`` from the reflection memories of ``run``."""
+    if run is None:
+        return {}
+    from clew.records import RecordError, RunDir, read_jsonl
+
+    folders = [run / "memory", *sorted((run / "shard_memory").glob("*"))]
+    try:
+        named = ((RunDir(run).config().get("agent_options") or {}).get("memory") or {}).get("dir")
+    except (OSError, RecordError, AttributeError):
+        named = None
+    if isinstance(named, str):
+        folders.append(RunDir(run).resolve(named))
+    texts: dict[str, str] = {}
+    for folder in folders:
+        for store in ("policy", "value"):
+            try:
+                records = read_jsonl(folder / f"{store}.jsonl")
+            except (OSError, RecordError):
+                continue  # a damaged memory must not stop the viewer: ids are shown instead
+            for rec in records:
+                if isinstance(rec, dict) and "id" in rec and isinstance(rec.get("reflection"), str):
+                    texts.setdefault(str(rec["id"]), rec["reflection"])
+    return texts
+
+
+def _nav(steps: list[int], current: int, key: str) -> str:
+    def link(k: int, text: str, ident: str = "") -> str:
+        who = f" id='{ident}'" if ident else ""
+        return f"<a{who} href='{quote(f'{k}.html')}'>{html.escape(text)}</a>"
+
+    i = steps.index(current)
+    parts = [f"<b>episode {html.escape(key)}</b>"]
+    if i > 0:
+        parts.append(link(steps[i - 1], f"◀ step {steps[i - 1]}", "step-prev"))
+    parts.append(f"step {current} ({i + 1} of {len(steps)})")
+    if i + 1 < len(steps):
+        parts.append(link(steps[i + 1], f"step {steps[i + 1]} ▶", "step-next"))
+    every = " ".join(f"<b>{k}</b>" if k == current else link(k, str(k)) for k in steps)
+    return f"<nav id='steps'>{' · '.join(parts)} · all steps: {every}</nav>"
 
 
 def default_out(tree_path: Path) -> Path:
@@ -131,14 +200,31 @@ def default_out(tree_path: Path) -> Path:
     return tree_path.with_name(name + ".html")
 
 
-def write_view(tree_path: Path, out: Path | None = None) -> Path:
+def write_view(tree_path: Path, out: Path | None = None, *, nav: str = "",
+               reflections: dict[str, str] | None = None) -> Path:
+    """One page. Reflection texts come from the run's memory unless given."""
     data = load_tree_dict(tree_path)
     tree = normalise(_nan_free(data), str(tree_path))
     out = out or default_out(tree_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     title = f"{tree_path.parent.name}/{tree_path.name}" if tree_path.parent.name else tree_path.name
-    out.write_text(render(tree, title), encoding="utf-8")
+    if reflections is None:
+        reflections = memory_texts(run_of(tree_path))
+    out.write_text(render(tree, title, reflections, nav), encoding="utf-8")
     return out
+
+
+def write_episode_views(folder: Path) -> dict[int, Path]:
+    """Every step page of one episode folder, beside its trees, linked to each other."""
+    trees = episode_trees(folder)
+    if not trees:
+        from clew.search.tree import TreeFormatError
+
+        raise TreeFormatError(f"{folder}: no search trees (STEP.json.gz) in this folder")
+    steps = [k for k, _ in trees]
+    reflections = memory_texts(run_of(trees[0][1]))
+    return {k: write_view(p, nav=_nav(steps, k, folder.name), reflections=reflections)
+            for k, p in trees}
 
 
 def _nan_free(obj: Any) -> Any:
@@ -150,7 +236,10 @@ def _nan_free(obj: Any) -> Any:
 _PAGE = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>__TITLE__</title><style>__CSS__</style></head>
 <body>
-<header><h1>__TITLE__</h1><div id="meta"></div></header>
+<header><h1>__TITLE__</h1>__NAV__<div id="meta"></div>
+<div id="legend">N: visits · Q: mean value of the edge · P: prior · V: value of the node it leads
+to · ×k: the policy's samples proposed this action k times (identical answers merged)</div>
+</header>
 <div id="controls">
  <button id="expand-all">expand all</button> <button id="collapse-all">collapse all</button>
  <span class="sep"></span>
@@ -174,9 +263,10 @@ _CSS = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222}
 header{padding:8px 16px;background:#f4f4f4;border-bottom:1px solid #ddd}
 h1{font-size:1.1em;margin:0 0 4px}#meta{font-size:0.85em;color:#444}
+#steps{font-size:0.85em;margin:0 0 4px}#legend{font-size:0.8em;color:#666}
 #controls{padding:6px 16px;border-bottom:1px solid #ddd;font-size:0.9em}
 #controls .sep{display:inline-block;width:1.5em}#replay-slider{width:220px;vertical-align:middle}
-main{display:flex;height:calc(100vh - 110px)}
+main{display:flex;height:calc(100vh - 150px)}
 #tree{flex:3;overflow:auto;padding:8px 16px;font-family:ui-monospace,monospace;font-size:0.85em}
 #details{flex:2;overflow:auto;padding:8px 16px;border-left:1px solid #ddd;font-size:0.85em}
 #details pre{white-space:pre-wrap;background:#fafafa;border:1px solid #eee;padding:6px}
@@ -228,7 +318,9 @@ function edgeStats(row, e, v){
   row.appendChild(el('span','stat q','Q='+num(e.q,3)));
   row.appendChild(el('span','stat p','P='+num(e.prior,2)));
   row.appendChild(el('span','stat v','V='+num(v,3)));
-  if (e.count) row.appendChild(el('span','stat c','×'+e.count));
+  if (e.count){ const c = el('span','stat c','×'+e.count);
+    c.title = 'proposed '+e.count+' time'+(e.count===1?'':'s')+" by the policy's samples";
+    row.appendChild(c); }
 }
 
 function actionLabel(row, e){

@@ -4,6 +4,8 @@
 * :mod:`clew.records.jsonl` — JSON lines: strict JSON out (NaN becomes null), and reading that
   drops a torn last line with a warning (a kill mid-append) and names the file and line of any
   other bad line;
+* :mod:`clew.records.lock` — :class:`DirLock`, one process at a time in a directory (run
+  directories, reflection memories);
 * :mod:`clew.records.rundir` — :class:`RunDir`, the run directory.
 
 This package imports nothing of clew except :mod:`clew.envs`, so eval, training, search and
@@ -16,10 +18,11 @@ from clew.records.files import (
     atomic_write_text,
     write_atomic,
 )
-from clew.records.jsonl import clean_json, dumps, read_jsonl
+from clew.records.jsonl import RecordError, clean_json, dumps, read_jsonl
+from clew.records.lock import DirLock, LockedError
 from clew.records.rundir import RunDir
 
 __all__ = [
-    "RunDir", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "clean_json",
+    "DirLock", "LockedError", "RecordError", "RunDir", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "clean_json",
     "dumps", "read_jsonl", "write_atomic",
 ]

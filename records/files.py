@@ -16,6 +16,13 @@ from typing import Any
 
 from clew.records.jsonl import clean_json
 
+# mkstemp creates files 0600; an atomic write should give the mode a plain open() would, so that
+# colleagues sharing a cluster folder can read reports. The umask is read once, at import, since
+# reading it means setting it (not thread-safe later, when writer threads run).
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK
+
 
 def write_atomic(path: str | Path, data: bytes | Iterable[bytes]) -> None:
     """Write ``data`` (bytes, or an iterable of chunks for output too large to hold at once)
@@ -24,6 +31,7 @@ def write_atomic(path: str | Path, data: bytes | Iterable[bytes]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as fh:
             fh.writelines([data] if isinstance(data, (bytes, bytearray)) else data)
             fh.flush()

@@ -19,6 +19,11 @@ from pathlib import Path
 from typing import Any
 
 
+class RecordError(ValueError):
+    """A file of records that cannot be read as it is; the message names the file (and line) and
+    says what to do."""
+
+
 def clean_json(obj: Any) -> Any:
     """NaN/inf become null, recursively; keys become strings."""
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -50,7 +55,10 @@ def numbered_jsonl(path: str | Path, *, repair: bool = False) -> list[tuple[int,
             except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError mid-character
                 if not last:
                     reason = getattr(exc, "msg", None) or type(exc).__name__
-                    raise ValueError(f"{path}:{i + 1}: corrupt line ({reason})") from None
+                    raise RecordError(
+                        f"{path}:{i + 1}: corrupt line ({reason}); only a last line can be torn "
+                        f"by a kill, so this file was edited or damaged: repair or remove that "
+                        f"line") from None
                 print(f"warning: {path}:{i + 1}: dropping a torn last line (interrupted write)",
                       file=sys.stderr)
                 if repair:

@@ -1,4 +1,5 @@
-"""The run directory: the unit of record, self-describing and append-only (docs/architecture.md#data-on-disk).
+"""The run directory: the unit of record, self-describing and append-only
+(docs/architecture.md, Data on disk).
 
 ```
 runs/NAME/
@@ -6,34 +7,101 @@ runs/NAME/
   episodes.jsonl       one line per finished episode
   errors.jsonl         episodes that failed (rerun by --resume)
   trees/EPISODE/STEP.json.gz
+  memory/              the reflection memory of R-MCTS agents (unless the config names another)
   metrics.json         per-episode and aggregated metrics
   summary.md           the summary table
+  .lock                while a process writes the run (clew.records.lock)
 ```
 
 Whole-file writes are atomic (:mod:`clew.records.files`). ``episodes.jsonl`` is appended one
-fsync'd line at a time; a line torn by a kill is dropped with a warning by every reader and cut
+fsync'd batch at a time; a line torn by a kill is dropped with a warning by every reader and cut
 from the file when a run is resumed (:mod:`clew.records.jsonl`), so a resumed run holds every
 finished episode exactly once. Readers: ``clew eval --resume``, ``clew report``, ``clew merge``
 and ``clew data`` all read through this class.
+
+Decisions:
+
+* One writer: :meth:`RunDir.open` takes the directory's :class:`~clew.records.lock.DirLock`
+  until :meth:`RunDir.close`; a second process is refused with the holder's pid and host.
+  Readers take no lock: appends are whole lines, so a report of a running run is consistent.
+* A record of an episode that is already recorded, equal to the first apart from
+  :data:`VOLATILE` fields, is dropped with a warning (older versions without the lock could
+  write one twice); on resume the file is rewritten without it. Two *different* records of one
+  episode are an error naming the lines: which one is right is not clew's guess.
+* Paths inside a run are stored relative to the run (:meth:`RunDir.relative`,
+  :meth:`RunDir.resolve`), so a run can be moved, copied, or resumed under another spelling of
+  ``--out`` or from another working directory.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from clew.records.files import atomic_write_json, atomic_write_text
-from clew.records.jsonl import dumps, read_jsonl
+from clew.records.jsonl import RecordError, dumps, numbered_jsonl
+from clew.records.lock import LOCK_NAME, DirLock
 
+#: record fields that legitimately differ between two runs of the same episode
+VOLATILE = ("wall_s",)
+
+
+def differing_fields(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Fields (apart from :data:`VOLATILE`) in which two episode records differ."""
+    keys = (set(a) | set(b)) - set(VOLATILE)
+    return sorted(k for k in keys if a.get(k) != b.get(k))
+
+
+def unique_episodes(numbered: list[tuple[int, Any]], file: Path
+                    ) -> tuple[list[dict[str, Any]], list[int]]:
+    """The records of ``numbered`` (line, record) without repeated episodes, and the line
+    numbers dropped; see the module docstring."""
+    first: dict[str, tuple[int, dict[str, Any]]] = {}
+    kept, dropped = [], []
+    for line, rec in numbered:
+        if not isinstance(rec, dict):
+            raise RecordError(f"{file}:{line}: not an episode record (a JSON object expected)")
+        key = rec.get("key")
+        if isinstance(key, str) and key in first:
+            line0, rec0 = first[key]
+            diff = differing_fields(rec0, rec)
+            if diff:
+                raise RecordError(
+                    f"{file}: episode {key!r} is recorded twice with different contents (lines "
+                    f"{line0} and {line}; fields: {', '.join(diff)}): two processes wrote this "
+                    f"run at once; keep one of the two lines and delete the other")
+            dropped.append(line)
+            continue
+        if isinstance(key, str):
+            first[key] = (line, rec)
+        kept.append(rec)
+    if dropped:
+        lines = ", ".join(map(str, dropped[:10])) + (" ..." if len(dropped) > 10 else "")
+        print(f"warning: {file}: dropping {len(dropped)} duplicate episode record(s) (line(s) "
+              f"{lines}): each repeats an earlier record of the same episode", file=sys.stderr)
+    return kept, dropped
+
+
+
+def _leftover(p: Path) -> bool:
+    """The lock, or the temp file of an atomic write killed before its rename: not part of a
+    run (a directory holding only these holds no run; a kill during the very first write of
+    config.yaml leaves exactly that)."""
+    return p.name == LOCK_NAME or (p.is_file() and p.name.startswith(".")
+                                   and p.name.endswith(".tmp"))
 
 class RunDir:
-    """One run directory. ``open`` checks it is new, or compatible when resuming."""
+    """One run directory. ``open`` checks it is new, or compatible when resuming, and holds its
+    lock until ``close``."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self.lock = DirLock(self.path, what="run directory")
 
     @property
     def episodes_file(self) -> Path:
@@ -43,46 +111,94 @@ class RunDir:
     def errors_file(self) -> Path:
         return self.path / "errors.jsonl"
 
-    def open(self, config: dict[str, Any], *, resume: bool, compare: tuple[str, ...] = ()) -> None:
-        if self.path.exists() and any(self.path.iterdir()):
-            if not resume:
-                raise FileExistsError(
-                    f"run directory {self.path} already holds a run; pass --resume to continue "
-                    f"it or choose another --out")
-            old = self.config()
-            for key in compare:
-                if old.get(key) != config.get(key):
-                    raise ValueError(
-                        f"cannot resume {self.path}: config field {key!r} was "
-                        f"{old.get(key)!r}, now {config.get(key)!r}")
-            read_jsonl(self.episodes_file, repair=True)
-            # A failed episode is retried on resume; its old error line goes.
-            if self.errors_file.exists():
-                self.errors_file.unlink()
-        self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+    def holds_run(self) -> bool:
+        """Whether the directory already holds (part of) a run."""
+        return self.path.is_dir() and not all(_leftover(p) for p in self.path.iterdir())
+
+    def open(self, config: dict[str, Any], *, resume: bool, compare: tuple[str, ...] = (),
+             check: Callable[[dict[str, Any]], None] | None = None) -> RunDir:
+        """Take the directory (one writer) and record ``config``. Resuming a directory that holds
+        a run first refuses a change in the fields ``compare`` and calls ``check`` with the
+        recorded config (it raises to refuse), then repairs the records; without ``resume`` a
+        run already there is refused."""
+        self.lock.acquire()
+        try:
+            if self.holds_run():
+                if not resume:
+                    raise FileExistsError(
+                        f"run directory {self.path} already holds a run; pass --resume to "
+                        f"continue it or choose another --out")
+                old = self.config()
+                for key in compare:
+                    if old.get(key) != config.get(key):
+                        raise RecordError(
+                            f"cannot resume {self.path}: config field {key!r} was "
+                            f"{old.get(key)!r}, now {config.get(key)!r} (leave it out to use "
+                            f"the run's, or choose another --out)")
+                if check is not None:
+                    check(old)
+                self.repair()
+                # A failed episode is retried on resume; its old error line goes.
+                self.errors_file.unlink(missing_ok=True)
+            self.path.mkdir(parents=True, exist_ok=True)
+            for p in self.path.iterdir():  # temp files of a writer killed mid-write (we hold it)
+                if p.name != LOCK_NAME and _leftover(p):
+                    p.unlink(missing_ok=True)
+            atomic_write_text(self.path / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+        except BaseException:
+            self.lock.release()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Release the directory for other processes."""
+        self.lock.release()
+
+    def __enter__(self) -> RunDir:  # noqa: PYI034 - Self needs Python 3.11
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def repair(self) -> None:
+        """Cut a torn last line and drop repeated episode records (the writer's job on
+        resume, under the lock)."""
+        kept, dropped = unique_episodes(numbered_jsonl(self.episodes_file, repair=True),
+                                        self.episodes_file)
+        if dropped:
+            atomic_write_text(self.episodes_file, "".join(dumps(r) + "\n" for r in kept))
 
     def config(self) -> dict[str, Any]:
         file = self.path / "config.yaml"
         if not file.exists():
             raise FileNotFoundError(f"{self.path} is not a run directory (no config.yaml)")
         try:
-            return yaml.safe_load(file.read_text()) or {}
+            data = yaml.safe_load(file.read_text()) or {}
         except yaml.YAMLError as exc:
-            raise ValueError(f"{file}: not valid YAML: {exc}") from None
+            raise RecordError(f"{file}: not valid YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise RecordError(f"{file}: the top level must be a mapping")
+        return data
+
+    def relative(self, path: str | Path) -> str:
+        """``path`` as stored in the run: relative to the run when inside it, else absolute."""
+        full = Path(path).expanduser().resolve()
+        try:
+            return full.relative_to(self.path.resolve()).as_posix() or "."
+        except ValueError:
+            return str(full)
+
+    def resolve(self, stored: str | Path) -> Path:
+        """A path as stored in the run (:meth:`relative`), as a path to use now."""
+        p = Path(stored).expanduser()
+        return p if p.is_absolute() else self.path / p
 
     def episodes(self) -> list[dict[str, Any]]:
-        """Finished episodes, one per key (a duplicate key would be a bug: it is an error)."""
-        records = read_jsonl(self.episodes_file)
-        seen: set[str] = set()
-        for rec in records:
-            if rec.get("key") in seen:
-                raise ValueError(f"{self.episodes_file}: episode {rec['key']!r} recorded twice")
-            seen.add(rec.get("key"))
-        return records
+        """Finished episodes, one per key (see the module docstring on repeated records)."""
+        return unique_episodes(numbered_jsonl(self.episodes_file), self.episodes_file)[0]
 
     def finished_keys(self) -> set[str]:
-        return {rec["key"] for rec in read_jsonl(self.episodes_file)}
+        return {rec["key"] for rec in self.episodes() if isinstance(rec.get("key"), str)}
 
     def _append(self, file: Path, *records: dict[str, Any]) -> None:
         with open(file, "a", encoding="utf-8") as f:

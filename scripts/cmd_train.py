@@ -11,8 +11,9 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="YAML config (fields of training.sft.TrainConfig), "
-                                    "e.g. configs/train/lora-tiny.yaml")
+    p.add_argument("--config", help="YAML config (fields of training.sft.TrainConfig) or the name "
+                                    "of a preset shipped with clew: lora-tiny, lora-7b, "
+                                    "full-tiny (configs/train/)")
     p.add_argument("--data", help="dataset folder or .jsonl (clew data output; pairs for dpo)")
     p.add_argument("--model", help="base model: PATH, hub id, hf:PATH or tiny:PATH")
     p.add_argument("--out", dest="output_dir", help="output folder (adapter or model)")
@@ -30,7 +31,8 @@ def config(args: argparse.Namespace):
 
     flags = {k: getattr(args, k) for k in ("data", "model", "output_dir", "merge")
              if getattr(args, k, None) is not None}
-    return load_config(TrainConfig, args.config, list(args.overrides), base=flags)
+    return load_config(TrainConfig, args.config, list(args.overrides), base=flags,
+                       presets="train")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,8 +28,6 @@ from clew.eval.config import EvalConfig, load_config
 from clew.eval.evaluate import evaluate
 from clew.eval.summary import aggregate, by_env, summary_table
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-
 # The heuristic search that generates the training data and is evaluated as "searched".
 SEARCH_OPTIONS: dict[str, Any] = {
     "search": {"n_simulations": 10, "branching_factor": 4, "max_depth_actions": 4},
@@ -65,7 +63,8 @@ def _train(data: Path, output: Path, model_dir: Path, quick: bool):
     overrides = [f"data={data}", f"output_dir={output}", f"model=tiny:{model_dir}"]
     if quick:
         overrides.append("max_steps=10")
-    cfg = load_config(TrainConfig, str(CONFIGS / "train" / "full-tiny.yaml"), overrides)
+    # a preset shipped as package data: found the same from a source tree or an installed wheel
+    cfg = load_config(TrainConfig, "full-tiny", overrides, presets="train")
     return train(cfg)
 
 

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -311,7 +312,8 @@ def load_tree_dict(path: str | Path) -> dict[str, Any]:
         blob = path.read_bytes()
         text = gzip.decompress(blob) if blob[:2] == b"\x1f\x8b" else blob
         return json.loads(text)
-    except (OSError, EOFError, gzip.BadGzipFile, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error, json.JSONDecodeError,
+            UnicodeDecodeError) as exc:
         raise TreeFormatError(f"{path}: cannot read tree ({type(exc).__name__}: {exc})") from exc
 
 

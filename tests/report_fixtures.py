@@ -46,6 +46,7 @@ def write_run(path: Path, records: list[dict], *, agent: str = "agent",
     for rec in records:
         run.append_episode(rec)
     finalize(run)
+    run.close()
     return path
 
 

@@ -66,7 +66,7 @@ def test_rerun_shard_with_other_engine_options_resumes_and_merges(engines, suite
 
 def test_options_that_change_the_experiment_still_refuse(engines, suite, tmp_path):
     run(suite, tmp_path / "s0", "0/2")
-    with pytest.raises(ConfigError, match="error: cannot resume .*'agent_options'"):
+    with pytest.raises(ConfigError, match="cannot resume .*'agent_options'"):
         run(suite, tmp_path / "s0", "0/2", resume=True, max_model_len=8192)
     run(suite, tmp_path / "s1", "1/2", dtype="float32")
     with pytest.raises(MergeError, match="config field 'agent_options'"):

@@ -70,7 +70,10 @@ def test_unknown_or_unread_option_is_an_error_naming_it(options, named):
 def test_clew_eval_finds_a_preset_by_name_and_reports_option_errors():
     check_agent(EvalConfig(agent="rmcts-mad-no-prefl", suite="gridmap-mini:test",
                            agent_options={"model": "fake:x"}))
-    with pytest.raises(ConfigError, match="value.kind: read only by LM roles"):
+    with pytest.raises(ConfigError, match="'rmcts-mad' needs a model: pass --model"):
         check_agent(EvalConfig(agent="rmcts-mad", suite="gridmap-mini:test"))
+    with pytest.raises(ConfigError, match="value.kind: read only by LM roles"):
+        check_agent(EvalConfig(agent="rmcts-mad", suite="gridmap-mini:test",
+                               agent_options={"roles": "heuristic"}))
     with pytest.raises(ConfigError, match="unknown agent 'mctss'"):
         check_agent(EvalConfig(agent="mctss", suite="gridmap-mini:test"))

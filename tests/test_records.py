@@ -8,7 +8,7 @@ import math
 import os
 
 import pytest
-from clew.records import RunDir, atomic_write_json, dumps, read_jsonl, write_atomic
+from clew.records import RecordError, RunDir, atomic_write_json, dumps, read_jsonl, write_atomic
 from clew.records.jsonl import numbered_jsonl
 
 
@@ -57,6 +57,7 @@ def test_run_dir_resume_repairs_the_torn_line_then_appends_cleanly(tmp_path):
     run = RunDir(tmp_path / "run")
     run.open({"agent": "a"}, resume=False)
     run.append_episodes([{"key": "t0#0"}, {"key": "t1#0"}])
+    run.close()
     with open(run.episodes_file, "a") as fh:
         fh.write('{"key": "t2#0", "tas')
     assert run.finished_keys() == {"t0#0", "t1#0"}
@@ -64,9 +65,24 @@ def test_run_dir_resume_repairs_the_torn_line_then_appends_cleanly(tmp_path):
         RunDir(run.path).open({"agent": "a"}, resume=False)
     with pytest.raises(ValueError, match="'agent' was 'a', now 'b'"):
         RunDir(run.path).open({"agent": "b"}, resume=True, compare=("agent",))
-    RunDir(run.path).open({"agent": "a"}, resume=True, compare=("agent",))
+    RunDir(run.path).open({"agent": "a"}, resume=True, compare=("agent",)).close()
     run.append_episode({"key": "t2#0"})
     assert [r["key"] for r in run.episodes()] == ["t0#0", "t1#0", "t2#0"]
-    run.append_episode({"key": "t2#0"})
-    with pytest.raises(ValueError, match="recorded twice"):
+
+
+def test_repeated_episode_records_dropped_with_a_warning_different_ones_refused(tmp_path, capsys):
+    run = RunDir(tmp_path / "run")
+    run.open({"agent": "a"}, resume=False).close()
+    recs = [{"key": f"t{i}#0", "actions": ["up"] * i, "wall_s": 0.1} for i in range(3)]
+    run.append_episodes(recs)
+    run.append_episodes([dict(recs[1], wall_s=0.7), recs[2]])  # two writers, one episode twice
+    assert [r["key"] for r in run.episodes()] == ["t0#0", "t1#0", "t2#0"]
+    assert "dropping 2 duplicate episode record(s) (line(s) 4, 5)" in capsys.readouterr().err
+    assert len(run.episodes_file.read_text().splitlines()) == 5  # readers do not rewrite
+    RunDir(run.path).open({"agent": "a"}, resume=True).close()  # the writer does
+    assert [json.loads(x)["key"] for x in run.episodes_file.read_text().splitlines()] == \
+        ["t0#0", "t1#0", "t2#0"]
+    run.append_episode(dict(recs[0], actions=["down"]))
+    with pytest.raises(RecordError, match=r"'t0#0' is recorded twice with different contents "
+                                          r"\(lines 1 and 4; fields: actions\)"):
         run.episodes()

@@ -33,7 +33,8 @@ def dag(level: str) -> dict:
 SEARCH = [
     record(0, success=True, agent="rmcts", env="gridmap", params=dag("easy"), simulated=20,
            metrics={"exploration_error": 0.2, "exploitation_error": 0.1, "gap_total": 0.4,
-                    "gap_exploration": 0.3, "gap_exploitation": 0.1},
+                    "gap_exploration": 0.3, "gap_exploitation": 0.1,
+                    "share_exploration": 0.75, "share_exploitation": 0.25},
            usage={**usage(100, 20, 2), **usage(30, 10, 1, "value")}, wall=2.0),
     record(1, success=False, agent="rmcts", env="gridmap", params=dag("hard"), simulated=40,
            metrics={"exploration_error": 0.4, "exploitation_error": 0.3, "gap_total": 0.6,
@@ -104,8 +105,10 @@ def test_gap_table_and_shares(rep):
     assert float(g["gap total"]) == pytest.approx(0.3)
     assert float(g["gap exploration"]) == pytest.approx(0.225)
     assert float(g["gap exploitation"]) == pytest.approx(0.075)
-    assert float(g["explore share"]) == pytest.approx(0.225 / 0.3)
-    assert float(g["explore share"]) + float(g["exploit share"]) == pytest.approx(1.0)
+    assert float(g["exploration share"]) == pytest.approx(0.225 / 0.3)
+    assert float(g["exploration share"]) + float(g["exploitation share"]) == pytest.approx(1.0)
+    # one pair of share columns, named for what they are (not four alike)
+    assert [h for h in g if "share" in h] == ["exploration share", "exploitation share"]
     assert rows["react"]["gap total"] == ""  # react has no gap metric: undefined, not 0
 
 
@@ -149,19 +152,27 @@ def test_plots_written_and_fit_matches_numpy(runs, tmp_path):
     third = write_run(tmp_path / "mid", [
         record(i, success=s, metrics={"exploration_error": e})
         for i, (s, e) in enumerate([(True, 0.5), (False, 0.7)])])
-    rep = write_report([search, react, third], tmp_path / "out")
+    # three runs: points, but no line (R² of 2-3 points says nothing)
+    rep = write_report([search, react, third], tmp_path / "three")
+    assert "exploration_error" not in json.loads((rep.out / "report.json").read_text())["fits"]
+    caption = next(f.caption for f in rep.figures if f.key == "success_vs_exploration_error")
+    assert "No fitted line: a line needs at least 4 runs" in caption
+    fourth = write_run(tmp_path / "good", [
+        record(i, success=s, metrics={"exploration_error": e})
+        for i, (s, e) in enumerate([(True, 0.1), (True, 0.1), (True, 0.1), (False, 0.1)])])
+    rep = write_report([search, react, third, fourth], tmp_path / "out")
     names = {p.name for p in (rep.out / "plots").glob("*.png")}
     assert {"success_vs_exploration_error.png", "scaling_nodes.png", "scaling_tokens.png",
             "gap_decomposition.png"} <= names
     for p in (rep.out / "plots").glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    xs = np.log10([0.3, 0.8, 0.6])
-    ys = np.array([0.75, 0.25, 0.5])
+    xs = np.log10([0.3, 0.8, 0.6, 0.1])
+    ys = np.array([0.75, 0.25, 0.5, 0.75])
     slope, intercept = np.polyfit(xs, ys, 1)
     fit = json.loads((rep.out / "report.json").read_text())["fits"]["exploration_error"]
     assert fit["slope"] == pytest.approx(slope) and fit["intercept"] == pytest.approx(intercept)
     assert fit["r2"] == pytest.approx(np.corrcoef(xs, ys)[0, 1] ** 2)
-    assert fit["n"] == 3
+    assert fit["n"] == 4
 
 
 def test_html_is_self_contained_with_tables_and_plots(rep):

@@ -122,6 +122,7 @@ def test_resume_skips_finished_and_reruns_the_rest(tmp_path):
     run = RunDir(tmp_path / "run")
     run.open({"a": 1}, resume=False)
     asyncio.run(run_suite(lambda: ScriptedAgent(), tasks[:2], run, progress=False))
+    run.close()  # one writer at a time: the process ends before the run is resumed
     # An interrupted write leaves a torn last line.
     with open(run.episodes_file, "a") as f:
         f.write('{"key": "line-2#0", "acti')

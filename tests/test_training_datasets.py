@@ -112,7 +112,7 @@ def test_torn_last_line_dropped_and_bad_inner_line_named(tmp_path, capsys):
 def test_clew_data_command(tmp_path, capsys):
     run = write_run(tmp_path / "run", n_tasks=2)
     out = tmp_path / "data"
-    assert main(["data", "--out", str(out), str(run), "el_max_actions=3"]) == 0
+    assert main(["data", "--out", str(out), str(run), "el_max_actions=3"]) == 1  # EL empty
     text = capsys.readouterr().out
     assert "EL from 0" in text and "too long" in text
     assert load_chat_dataset(out / "il_all").num_rows == 3

@@ -29,7 +29,8 @@ def searched(tmp_path_factory):
                      suite="gridmap-v1:train", limit=3, out=str(root / "run"), max_steps=30,
                      concurrency=2)
     evaluate(cfg, progress=False)
-    assert main(["data", "--out", str(root / "data"), str(root / "run")]) == 0
+    # no episode succeeds, so the chat subsets are empty: accepted here (pairs are the point)
+    assert main(["data", "--out", str(root / "data"), str(root / "run"), "allow_empty=true"]) == 0
     return root
 
 

@@ -245,7 +245,7 @@ def test_assessment_text_signed_scale_and_heuristic_completions():
 def test_length_filter_counts_forward_and_backtrack_turns():
     tree, record, _ = worked_example()
     out = export_episode(record, {0: tree}, TreeEnv, options=ExportOptions(el_max_actions=3))
-    assert out.el == [] and "too long (4 > 3" in out.el_skipped
+    assert out.el == [] and "too long (4 actions > el_max_actions 3)" in out.el_skipped
     assert len(out.il) == 1  # IL does not depend on the EL length
 
 

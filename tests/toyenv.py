@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 
 from clew.agents.base import BaseAgent, Decision
@@ -68,11 +69,14 @@ class ScriptedAgent(BaseAgent):
     name = "scripted"
     backtracks = True
 
-    def __init__(self, script=(), delay: float = 0.0):
+    def __init__(self, script=(), delay: float = 0.0, hold: str | None = None):
         self.script = list(script)
         self.delay = delay
+        self.hold = hold  # a file: every step waits until it exists (a test says when to go on)
 
     async def act(self, episode):
+        while self.hold and not os.path.exists(self.hold):
+            await asyncio.sleep(0.01)
         if self.delay:
             await asyncio.sleep(self.delay)
         if episode.t < len(self.script):

@@ -25,9 +25,17 @@ selects by the agent's own estimate, ``outcome.success_est``, which search agent
 of the executed steps above the reflection threshold, docs/methods/rmcts.md#success-estimate);
 an episode without one is an error naming it. The ``selected_by`` column says which rule
 chose the episode. No subsampling by default.
-Episodes that cannot be exported are skipped and counted by reason in the report, never silently.
-Run directories are read through :class:`clew.records.RunDir`, as ``clew eval --resume``,
-``clew report`` and ``clew merge`` read them.
+Episodes that cannot be exported are skipped and counted by reason in the report, never silently:
+``el_skipped`` / ``il_skipped`` count them by reason (numbers replaced by ``N``, so equal reasons
+group), ``el_skipped_examples`` / ``il_skipped_examples`` keep up to
+:data:`EXAMPLES_PER_REASON` full messages per reason (with their numbers and episode keys). An
+unreadable tree file costs its episode's EL data only (IL needs no tree); a record that cannot
+be rebuilt into a task is skipped whole (``unreadable_records``). Run directories are read
+through :class:`clew.records.RunDir`, as ``clew eval --resume``, ``clew report`` and
+``clew merge`` read them (a torn last line is dropped with a warning).
+
+An empty subset is not a success: ``clew data`` writes what it has, warns with the reasons and
+the option that would help, and exits non-zero unless ``allow_empty``.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
@@ -42,13 +51,14 @@ from typing import Any, Literal
 from clew.envs.base import Task
 from clew.envs.registry import make_for
 from clew.records import RunDir, atomic_write_text, write_atomic
-from clew.records.jsonl import numbered_jsonl
-from clew.search.tree import Tree, load_tree
+from clew.records.jsonl import RecordError, numbered_jsonl
+from clew.search.tree import Tree, TreeFormatError, load_tree
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
 from clew.training.preferences import PairOptions, episode_rows
 from pydantic import BaseModel, ConfigDict, Field
 
 SUBSETS = ("el", "il_all", "il_matched")
+EXAMPLES_PER_REASON = 3
 #: subsets from the search's estimates rather than chats (:mod:`clew.training.preferences`)
 TREE_SUBSETS = ("pairs", "values")
 EXPORT_FORMATS = ("chat", "openai", "prompt_completion", "context_response")
@@ -79,6 +89,7 @@ class DataConfig(BaseModel):
     value_min_visits: int = Field(1, ge=1, description="least visits behind a value row's q")
     formats: list[Literal["chat", "openai", "prompt_completion", "context_response"]] = Field(
         default_factory=lambda: ["chat"])
+    allow_empty: bool = Field(False, description="an empty subset is not an error")
 
     def export_options(self) -> ExportOptions:
         return ExportOptions(
@@ -91,7 +102,7 @@ class DataConfig(BaseModel):
                            self.elide_keep_first_pairs, self.elide_keep_last_pairs)
 
     def digest(self) -> str:
-        blob = json.dumps(self.model_dump(exclude={"out"}), sort_keys=True)
+        blob = json.dumps(self.model_dump(exclude={"out", "allow_empty"}), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -103,12 +114,19 @@ def read_episodes(run: str | Path) -> list[dict[str, Any]]:
     run_dir = RunDir(run)
     if not run_dir.episodes_file.exists():
         raise FileNotFoundError(f"{run} is not a run directory (no episodes.jsonl)")
-    records = run_dir.episodes()
-    for i, rec in enumerate(records, 1):
-        for key in ("key", "task", "actions"):
-            if key not in rec:
-                raise ValueError(f"{run_dir.episodes_file}: episode record {i} has no {key!r}")
-    return records
+    return run_dir.episodes()
+
+
+def _unreadable(rec: dict[str, Any]) -> str | None:
+    """Why a record cannot be exported at all (None: it can be tried)."""
+    missing = [k for k in ("key", "task", "actions") if k not in rec]
+    if missing:
+        return f"no {', '.join(map(repr, missing))}"
+    try:
+        Task.from_dict(rec["task"])
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"the task cannot be rebuilt ({type(exc).__name__}: {exc})"
+    return None
 
 
 def read_trees(run: str | Path, key: str) -> dict[int, Tree]:
@@ -130,7 +148,7 @@ def is_selected(record: dict[str, Any], by: str = "gt") -> bool:
     outcome = record.get("outcome") or {}
     if by == "est":
         if outcome.get("success_est") is None:
-            raise ValueError(f"episode {record.get('key')!r} records no success estimate "
+            raise RecordError(f"episode {record.get('key')!r} records no success estimate "
                              f"(outcome.success_est; search agents record one): use select_by: gt")
         return bool(outcome["success_est"])
     if outcome.get("success") is not None:
@@ -183,22 +201,43 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
     report: dict[str, Any] = {"config_hash": cfg.digest(), "episodes": 0, "selected": 0,
                               "el_episodes": 0, "il_episodes": 0,
                               "el_skipped": Counter(), "il_skipped": Counter(),
-                              "counts": Counter(), "el_actions": []}
+                              "el_skipped_examples": {}, "il_skipped_examples": {},
+                              "unreadable_records": [], "unreadable_trees": [],
+                              "counts": Counter(), "el_actions": [],
+                              "el_max_actions": cfg.el_max_actions}
     options = cfg.export_options()
+
+    def skip(kind: str, record: dict[str, Any], why: str) -> None:
+        reason = _reason(why)
+        report[f"{kind}_skipped"][reason] += 1
+        examples = report[f"{kind}_skipped_examples"].setdefault(reason, [])
+        if len(examples) < EXAMPLES_PER_REASON:
+            examples.append(f"{record.get('key')}: {why}")
+
     tree_rows: dict[str, list[dict[str, Any]]] = {s: [] for s in TREE_SUBSETS}
     tree_counts: Counter = Counter()
     want_tree_rows = any(s in cfg.subsets for s in TREE_SUBSETS)
     for run in cfg.runs:
         episodes = read_episodes(run)
-        for record in _progress(episodes, progress, run):
+        for i, record in enumerate(_progress(episodes, progress, run), 1):
             report["episodes"] += 1
+            bad = _unreadable(record)
+            if bad:
+                report["unreadable_records"].append(f"{run}: episode record {i}: {bad}")
+                continue
             task = Task.from_dict(record["task"])
-            trees = read_trees(run, record["key"])
+            try:
+                trees = read_trees(run, record["key"])
+            except TreeFormatError as exc:  # that episode has no tree data; the rest goes on
+                report["unreadable_trees"].append(str(exc))
+                trees, tree_error = {}, f"unreadable tree: {exc}"
+            else:
+                tree_error = None
 
             def make_env(task=task):
                 return make_for(task, **cfg.env_options)
-            if want_tree_rows:      # every episode: Q and V do not depend on the outcome
-                more = episode_rows(record, trees, make_env, cfg.pair_options(),
+            if want_tree_rows and not tree_error:  # every episode: Q and V do not depend on
+                more = episode_rows(record, trees, make_env, cfg.pair_options(),  # the outcome
                                     _meta(record, str(run)))
                 tree_rows["pairs"] += more.pairs
                 tree_rows["values"] += more.values
@@ -207,24 +246,30 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
                 continue
             report["selected"] += 1
             out: EpisodeExport = export_episode(record, trees, make_env, options=options)
+            if tree_error:
+                out.el, out.el_skipped = [], tree_error
             if cfg.il_max_actions is not None and len(record["actions"]) > cfg.il_max_actions:
-                out.il, out.il_skipped = [], f"too long (> {cfg.il_max_actions} actions)"
+                out.il, out.il_skipped = [], (f"too long ({len(record['actions'])} > "
+                                              f"il_max_actions {cfg.il_max_actions})")
             report["counts"].update(out.counts)
             if out.el_actions is not None:
                 report["el_actions"].append(out.el_actions)
             if out.il_skipped:
-                report["il_skipped"][_reason(out.il_skipped)] += 1
+                skip("il", record, out.il_skipped)
             else:
                 report["il_episodes"] += 1
                 rows["il_all"] += _rows(out.il, record, str(run), "il", "il_all", cfg.select_by)
             if out.el_skipped:
-                report["el_skipped"][_reason(out.el_skipped)] += 1
+                skip("el", record, out.el_skipped)
                 continue
             report["el_episodes"] += 1
             rows["el"] += _rows(out.el, record, str(run), "el", "el", cfg.select_by)
             if not out.il_skipped:
                 rows["il_matched"] += _rows(out.il, record, str(run), "il", "il_matched",
                                             cfg.select_by)
+    if report["unreadable_records"]:
+        print(f"warning: {len(report['unreadable_records'])} episode record(s) cannot be "
+              f"exported: {report['unreadable_records'][0]}", file=sys.stderr)
     feats = features()
     datasets = {name: Dataset.from_list(rows[name], features=feats) if rows[name] else
                 Dataset.from_dict({k: [] for k in feats}, features=feats)  # keeps the schema
@@ -240,8 +285,30 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
 
 
 def _reason(text: str) -> str:
-    """Group skip reasons: drop step numbers and quoted values."""
-    return re.sub(r"'[^']*'|\d+", "#", text)
+    """Group skip reasons: numbers become N and quoted values '...' (the full messages, with
+    their numbers, are kept as examples)."""
+    text = re.sub(r"unreadable tree: .*", "unreadable tree", text)
+    return re.sub(r"\d+(\.\d+)?", "N", re.sub(r"'[^']*'", "'...'", text))
+
+
+def empty_subsets(cfg: DataConfig, report: dict[str, Any], names=SUBSETS) -> list[str]:
+    """The subsets among ``names`` (the chat subsets unless told) that got no sample."""
+    return [name for name, n in report["samples"].items() if n == 0 and name in names]
+
+
+def empty_hint(cfg: DataConfig, report: dict[str, Any]) -> str:
+    """What would fill an empty EL subset: the option, with a value that helps."""
+    reasons = report["el_skipped"]
+    if any(r.startswith("too long") for r in reasons) and cfg.el_max_actions is not None:
+        longest = max(report["el_actions"], default=cfg.el_max_actions)
+        return (f"raise el_max_actions (now {cfg.el_max_actions}; the skipped trajectories "
+                f"have up to {longest} actions), e.g. el_max_actions={longest}")
+    if report["selected"] == 0:
+        return ("no episode was successful (success_only=true selects successful episodes; "
+                "success_only=false exports the others too)")
+    if "no search trees" in reasons:
+        return "the runs have no search trees: run a search agent (clew search)"
+    return "see the skip reasons above"
 
 
 def _progress(items, enabled: bool, name: str):

@@ -474,7 +474,8 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
                 chat.truncated = True
                 break
             raise ReplayError(f"the env ended the episode after turn {i} of {len(turns)} with "
-                              f"grade {grade:g} (its own step budget? lift it with env_options)")
+                              f"grade {grade:g}: the trajectory, backtracks included, is longer "
+                              f"than the env's own step budget")
     if open_end and pending is not None:
         chat.messages.append({"role": "user", "content": pending})
     return chat
@@ -588,7 +589,8 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
                               el_noop_backtracks=chat.skipped,
                               el_truncated_at_done=int(chat.truncated))
             if opt.el_max_actions is not None and out.el_actions > opt.el_max_actions:
-                out.el_skipped = f"too long ({out.el_actions} > {opt.el_max_actions} actions)"
+                out.el_skipped = (f"too long ({out.el_actions} actions > el_max_actions "
+                                  f"{opt.el_max_actions})")
             else:
                 out.el, dropped = make_samples(chat, **cut)
                 _add(out.counts, dropped, "el")

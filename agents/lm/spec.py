@@ -201,6 +201,27 @@ def load_model(spec: str | LanguageModel, *, shared: bool = True, **options: Any
     return model
 
 
+def _looks_local(name: str) -> bool:
+    """A model name written as a path (a hub id is ``org/name``, one slash, no dot first)."""
+    return name.startswith(("/", "./", "../", "~")) or name.count("/") > 1 or name in (".", "..")
+
+
+def check_local_paths(parsed: ModelSpec) -> None:
+    """A model or adapter written as a path must exist: say so, instead of the hub client's
+    "Repo id must use alphanumeric chars" about a path."""
+    from pathlib import Path
+
+    for what, name in (("model folder", parsed.model), ("adapter folder", parsed.adapter)):
+        if name and _looks_local(name) and not Path(name).expanduser().exists():
+            raise ModelSpecError(f"model {parsed.raw}: the {what} {name} does not exist")
+
+
+def _importable(module: str) -> bool:
+    from importlib.util import find_spec
+
+    return find_spec(module) is not None
+
+
 def loaded_engine_settings() -> dict[str, dict[str, Any]]:
     """spec -> engine settings of every shared model that reports them (vLLM engines), for the
     run's config: what the engine was actually built with."""
@@ -210,6 +231,10 @@ def loaded_engine_settings() -> dict[str, dict[str, Any]]:
 
 
 def _build(parsed: ModelSpec, options: dict[str, Any]) -> LanguageModel:
+    # a missing vllm package is the first thing to say (the backend says it): paths after it
+    if (parsed.backend == "hf" or parsed.backend == "vllm" and _importable("vllm")) \
+            and not parsed.model.startswith("tiny:"):
+        check_local_paths(parsed)
     if parsed.model.startswith("tiny:") and parsed.backend in ("hf", "vllm"):
         from dataclasses import replace
 

@@ -195,6 +195,11 @@ class TextMiniGridEnv(Env):
             raise ValueError(f"task {task.id!r} is for env {task.env!r}, not textminigrid")
         if "layout" in task.params:
             return Layout.from_dict(task.params["layout"])
+        if "rooms" not in task.params:  # like the other families: no silent default level
+            raise ValueError(f"textminigrid task {task.id!r}: params need 'layout' (a layout "
+                             f"object) or 'rooms' (1, 4 or 9, with 'density' or "
+                             f"'objs_per_room'); generate tasks with "
+                             f"clew.envs.textminigrid.generator.generate_task")
         p = LayoutParams.from_params(task.params)
         return generate_layout(p.rooms_per_side, p.objs_per_room, task.seed,
                                p.locked_room_prob, p.uniform_placement)

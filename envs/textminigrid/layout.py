@@ -107,17 +107,30 @@ class Layout:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Layout:
-        try:
-            layout = cls(
-                rooms_per_side=int(data["rooms_per_side"]),
-                doors=tuple(Placed(**d) for d in data["doors"]),
-                objects=tuple(Placed(**o) for o in data["objects"]),
-                agent=tuple(int(v) for v in data["agent"]),  # type: ignore[arg-type]
-                mission=Mission(**data["mission"]),
-                room_size=int(data.get("room_size", ROOM_SIZE)),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"textminigrid layout is malformed: {exc!r}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"textminigrid params.layout must be an object, got "
+                             f"{type(data).__name__}")
+        fields = {
+            "rooms_per_side": lambda v: int(v),
+            "doors": lambda v: tuple(Placed(**d) for d in v),
+            "objects": lambda v: tuple(Placed(**o) for o in v),
+            "agent": lambda v: tuple(int(x) for x in v),
+            "mission": lambda v: Mission(**v),
+            "room_size": lambda v: int(v),
+        }
+        values: dict[str, Any] = {}
+        for name, read in fields.items():
+            if name not in data:
+                if name == "room_size":
+                    continue
+                raise ValueError(
+                    f"textminigrid params.layout is malformed: missing field {name!r}")
+            try:
+                values[name] = read(data[name])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"textminigrid params.layout.{name} is malformed "
+                                 f"({type(exc).__name__}: {exc}), got {data[name]!r}") from None
+        layout = cls(**values)
         layout.validate()
         return layout
 
