@@ -33,6 +33,7 @@ def backend(exc: BaseException) -> VLLMModel:
     lm = object.__new__(VLLMModel)        # no engine start: only the request path is tested
     lm.name, lm.engine, lm.lora, lm._ids = "vllm:stand-in", Engine(exc), None, itertools.count()
     lm.prompt_ids = lambda messages: [1, 2, 3]
+    lm.context_length = 256
     return lm
 
 
