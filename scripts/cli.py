@@ -44,6 +44,7 @@ on a laptop, no GPU and no weights: clew demo --quick
 EXTRA_COMMANDS = {
     "data": ("clew.scripts.cmd_data", "turn recorded search trees into EL/IL datasets"),
     "train": ("clew.scripts.cmd_train", "LoRA / full SFT with TRL (works under accelerate)"),
+    "loop": ("clew.scripts.cmd_loop", "search -> data -> train -> evaluate, in rounds"),
     "report": ("clew.scripts.cmd_report", "tables and plots comparing runs"),
     "view": ("clew.scripts.cmd_view", "render a search tree as an HTML page"),
     "merge": ("clew.scripts.cmd_merge", "combine shard run directories into one"),

@@ -13,6 +13,7 @@ class and changes token ids (docs/scale-out.md#vllms-cpu-build-what-the-tests-re
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -50,8 +51,12 @@ def _corpus() -> list[str]:
 
 def build_tiny_model(path: str | Path, *, vocab_size: int = 2048, hidden_size: int = 128,
                      num_layers: int = 2, num_heads: int = 2, max_positions: int = 8192,
-                     seed: int = 0) -> Path:
-    """Create a tiny chat model + tokenizer in ``path`` (idempotent: reuses a finished build)."""
+                     seed: int = 0, corpus: Iterable[str] | None = None) -> Path:
+    """Create a tiny chat model + tokenizer in ``path`` (idempotent: reuses a finished build).
+
+    ``corpus``: texts to train the tokenizer on instead of the built-in lines, e.g. the chats
+    of a loop's first round (``clew loop``): on an env's own text the BPE merges its frequent
+    phrases, and a sample takes several times fewer tokens (docs/methods/loop.md)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -69,7 +74,8 @@ def build_tiny_model(path: str | Path, *, vocab_size: int = 2048, hidden_size: i
         vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
-    bpe.train_from_iterator(_corpus(), trainer=trainer)
+    texts = list(corpus) if corpus is not None else _corpus()
+    bpe.train_from_iterator(texts, trainer=trainer)
     tok = PreTrainedTokenizerFast(
         tokenizer_object=bpe, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
         unk_token=None,
@@ -94,5 +100,6 @@ def build_tiny_model(path: str | Path, *, vocab_size: int = 2048, hidden_size: i
     model.save_pretrained(path)
     marker.write_text(json.dumps({"vocab_size": len(tok), "hidden_size": hidden_size,
                                   "layers": num_layers, "max_positions": max_positions,
-                                  "seed": seed}))
+                                  "seed": seed, "corpus": "given" if corpus is not None
+                                  else "built-in"}))
     return path

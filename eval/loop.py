@@ -1,0 +1,417 @@
+"""``clew loop``: the closed loop as one command, in rounds (docs/methods/loop.md).
+
+A round searches the train tasks, turns the trees into Exploratory Learning (EL) and Imitation
+Learning (IL) chat data, fine-tunes a model on each, and evaluates the checkpoints on the test
+tasks beside the baselines, with every metric. A later round may search with the model the
+round before trained (expert iteration: ``next_search``). Everything a round writes is a run
+directory or a folder of its own under ``out/round-<r>/``; baselines, evaluated once, live in
+``out/baselines/``; the comparison is ``out/report.md`` (and ``clew report`` pages with plots
+per family under ``out/report/``).
+
+Tasks are grouped into **families** (one table each). A family names the envs it holds and
+its own settings: the action cap (``max_steps``; unset = the env's own budget), repeats, extra
+options of the search, and one line saying what a reader should see in its table. The loop
+writes each family's train and test tasks to ``out/tasks/`` once, so every stage of every round
+plays exactly the same tasks.
+
+Placeholders in agent options: ``{el}`` and ``{il}`` name the folders of this round's EL and IL
+models in ``round_agents``, and those of the previous round in ``next_search``; ``{out}`` is the
+loop's folder.
+
+Resume: ``state.json`` lists the stages that finished; ``--resume`` skips them, reruns a data or
+training stage that did not finish from scratch, and resumes an unfinished evaluation in its run
+directory (as ``clew eval --resume`` does). The config of a loop is stored in ``loop.yaml``; a
+resumed loop must have the same config except ``rounds``, which may grow.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from clew.eval.config import ConfigError, EvalConfig, deep_merge, load_yaml, validate
+from clew.eval.evaluate import evaluate
+from clew.eval.summary import aggregate, summary_table
+from clew.records import atomic_write_json, atomic_write_text
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class AgentSpec(BaseModel):
+    """An agent the loop runs: a registered name or preset, its options, its name in tables."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    agent: str
+    agent_options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Family(BaseModel):
+    """A group of envs with one table and its own settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    envs: list[str] = Field(..., min_length=1, description="env names (task.env) it holds")
+    max_steps: int | None = Field(None, ge=1, description="action cap; unset = the env's budget")
+    train_repeats: int = Field(1, ge=1, description="search episodes per train task")
+    test_repeats: int = Field(1, ge=1, description="episodes per test task and agent")
+    search_options: dict[str, Any] = Field(
+        default_factory=dict, description="merged into the search agent's options here")
+    note: str = Field("", description="one line under the table: what to read in it")
+
+
+class LoopConfig(BaseModel):
+    """What ``clew loop`` runs; see the module docstring."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out: str = "runs/loop"
+    rounds: int = Field(1, ge=1)
+    train_suite: str = "exploration-v1:train"
+    test_suite: str = "exploration-v1:test"
+    families: list[Family] = Field(..., min_length=1)
+    limit_train: int | None = Field(None, ge=1, description="first N train tasks per family")
+    limit_test: int | None = Field(None, ge=1, description="first N test tasks per family")
+    concurrency: int = Field(4, ge=1)
+    search: AgentSpec
+    next_search: AgentSpec | None = Field(
+        None, description="the searcher of rounds 2.. ({el}: the round before's EL model); "
+                          "unset = search")
+    data: dict[str, Any] = Field(default_factory=dict,
+                                 description="clew data options (runs and out are the loop's)")
+    accumulate_data: bool = Field(True, description="train on the data of every round so far")
+    distill: list[Literal["el", "il"]] = Field(default_factory=lambda: ["el", "il"])
+    train: dict[str, Any] = Field(
+        default_factory=dict, description="clew train options; 'preset' names a train preset "
+                                          "they go on top of (data and output_dir are the loop's)")
+    tiny_tokenizer: Literal["builtin", "data"] = Field(
+        "data", description="a tiny: base model not built yet gets its tokenizer trained on the "
+                            "first round's chats (data) or on clew's built-in lines")
+    context_tokens: int | None = Field(
+        1024, ge=64, description="the model's context at training (max_length) and for every "
+                                 "distilled agent at evaluation (context_tokens): the same")
+    baselines: list[AgentSpec] = Field(default_factory=list)
+    round_agents: list[AgentSpec] = Field(default_factory=list)
+    parse_failure_rate: float | None = Field(
+        None, ge=0, le=1, description="as in clew eval; null: tiny models answer out of format "
+                                      "part of the time, which is reported, not a reason to stop")
+
+    @model_validator(mode="after")
+    def _families_apart(self) -> LoopConfig:
+        seen: dict[str, str] = {}
+        for fam in self.families:
+            for env in fam.envs:
+                if env in seen:
+                    raise ValueError(f"families: env {env!r} is in both {seen[env]!r} and "
+                                     f"{fam.name!r}")
+                seen[env] = fam.name
+        names = [s.label for s in (*self.baselines, *self.round_agents)]
+        if len(set(names)) != len(names):
+            raise ValueError("baselines/round_agents: every label must be unique")
+        return self
+
+    def comparable(self) -> dict[str, Any]:
+        """What must not change when a loop resumes (``rounds`` may grow)."""
+        return self.model_dump(exclude={"rounds", "out"})
+
+
+# --- set-up -------------------------------------------------------------------------------------
+def fill(obj: Any, values: dict[str, str]) -> Any:
+    """``obj`` with ``{name}`` placeholders in its strings replaced (mappings and lists walked)."""
+    if isinstance(obj, str):
+        for name, value in values.items():
+            obj = obj.replace("{" + name + "}", value)
+        return obj
+    if isinstance(obj, dict):
+        return {k: fill(v, values) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [fill(v, values) for v in obj]
+    return obj
+
+
+def write_task_files(cfg: LoopConfig, out: Path) -> dict[tuple[str, str], Path]:
+    """Each family's train and test tasks as ``out/tasks/<family>-<split>.jsonl``."""
+    from clew.envs.suites import resolve
+
+    files: dict[tuple[str, str], Path] = {}
+    for split, spec, limit in (("train", cfg.train_suite, cfg.limit_train),
+                               ("test", cfg.test_suite, cfg.limit_test)):
+        try:
+            tasks = resolve(spec)
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(f"{split}_suite: {exc.args[0]}") from None
+        envs = {t.env for t in tasks}
+        claimed = {env for fam in cfg.families for env in fam.envs}
+        if envs - claimed:
+            raise ConfigError(f"families: {spec} has env(s) {sorted(envs - claimed)} that no "
+                              "family names")
+        for fam in cfg.families:
+            chosen = [t for t in tasks if t.env in fam.envs][:limit]
+            if not chosen:
+                raise ConfigError(f"families: {fam.name!r} has no task in {spec}")
+            path = out / "tasks" / f"{fam.name}-{split}.jsonl"
+            atomic_write_text(path, "".join(json.dumps(t.to_dict()) + "\n" for t in chosen))
+            files[fam.name, split] = path
+    return files
+
+
+def train_config(cfg: LoopConfig, data: Path, output: Path, out: Path):
+    """The training config of one model: the preset, the loop's ``train``, the loop's paths."""
+    from clew.training.sft import TrainConfig
+
+    options = dict(cfg.train)
+    preset = options.pop("preset", None)
+    base = load_yaml(preset, presets="train") if preset else {}
+    options = deep_merge(base, fill(options, {"out": str(out)}))
+    options.update(data=str(data), output_dir=str(output))
+    if cfg.context_tokens:
+        options["max_length"] = cfg.context_tokens
+    return validate(TrainConfig, options, "train")
+
+
+# --- stages -------------------------------------------------------------------------------------
+class Loop:
+    """One loop's folder, its state and its stages (what :func:`run_loop` drives)."""
+
+    def __init__(self, cfg: LoopConfig, say: Callable[[str], None] = print):
+        self.cfg, self.say = cfg, say
+        self.out = Path(cfg.out)
+        self.state_file = self.out / "state.json"
+        self.state: dict[str, Any] = {"done": {}}
+        self.tasks: dict[tuple[str, str], Path] = {}
+
+    def open(self, resume: bool) -> None:
+        stored = self.out / "loop.yaml"
+        if stored.exists():
+            if not resume:
+                raise ConfigError(f"out: {self.out} already holds a loop; add --resume to go on "
+                                  "with it, or choose another --out")
+            old = LoopConfig.model_validate(load_yaml(stored))
+            if old.comparable() != self.cfg.comparable():
+                changed = sorted(k for k, v in self.cfg.comparable().items()
+                                 if old.comparable().get(k) != v)
+                raise ConfigError(f"--resume: the config differs from {stored} in "
+                                  f"{', '.join(changed)} (only rounds may change)")
+            if self.state_file.exists():
+                self.state = json.loads(self.state_file.read_text())
+        elif self.out.exists() and any(self.out.iterdir()):
+            raise ConfigError(f"out: {self.out} exists and holds no loop; choose another --out")
+        import yaml
+
+        atomic_write_text(stored, yaml.safe_dump(self.cfg.model_dump(), sort_keys=False))
+        self.tasks = write_task_files(self.cfg, self.out)
+
+    def stage(self, key: str, what: str, work: Callable[[], Any]) -> Any:
+        """Run ``work`` unless the stage ``key`` finished before; record it when it finishes."""
+        done = self.state["done"]
+        if key in done:
+            self.say(f"{what}: done before, skipped")
+            return done[key].get("result")
+        self.say(what)
+        t0 = time.perf_counter()
+        result = work()
+        done[key] = {"seconds": round(time.perf_counter() - t0, 1), "result": result}
+        atomic_write_json(self.state_file, self.state)
+        return result
+
+    def run_agent(self, spec: AgentSpec, fam: Family, split: str, run: Path) -> str:
+        options = spec.agent_options
+        if spec is self.cfg.search or spec is self.cfg.next_search:
+            options = deep_merge(options, fam.search_options)
+        options = {"label": spec.label, **options} if spec.agent != "random" else options
+        if spec.agent == "distilled" and self.cfg.context_tokens:
+            options = {"context_tokens": self.cfg.context_tokens, **options}
+        cfg = EvalConfig(
+            agent=spec.agent, agent_options=options, suite=str(self.tasks[fam.name, split]),
+            out=str(run), concurrency=self.cfg.concurrency, max_steps=fam.max_steps,
+            repeats=fam.train_repeats if split == "train" else fam.test_repeats,
+            resume=(run / "config.yaml").exists(), parse_failure_rate=self.cfg.parse_failure_rate)
+        evaluate(cfg, progress=False)
+        return str(run)
+
+    def search(self, r: int) -> list[str]:
+        cfg = self.cfg
+        spec = cfg.search if r == 1 or cfg.next_search is None else cfg.next_search
+        if r > 1:
+            spec = spec.model_copy(update={"agent_options": fill(
+                spec.agent_options, self.models(r - 1) | {"out": str(self.out)})})
+        runs = []
+        for fam in cfg.families:
+            run = self.out / f"round-{r}" / "search" / fam.name
+            runs.append(self.stage(f"r{r}/search/{fam.name}",
+                                   f"round {r} search: {spec.label} on {fam.name} (train)",
+                                   lambda s=spec, f=fam, p=run: self.run_agent(s, f, "train", p)))
+        return runs
+
+    def data(self, r: int, runs: list[str]) -> dict[str, int]:
+        from clew.training.datasets import DataConfig, build_datasets, save_datasets
+
+        folder = self.out / f"round-{r}" / "data"
+
+        def work() -> dict[str, int]:
+            shutil.rmtree(folder, ignore_errors=True)
+            options = {"allow_empty": True, **self.cfg.data, "runs": runs}
+            data_cfg = validate(DataConfig, options, "data")
+            datasets, report = build_datasets(data_cfg)
+            save_datasets(datasets, report, folder)
+            return {name: ds.num_rows for name, ds in datasets.items()}
+
+        return self.stage(f"r{r}/data", f"round {r} data: trees -> EL and IL chats", work)
+
+    def models(self, r: int) -> dict[str, str]:
+        return {kind: str(self.out / f"round-{r}" / "models" / kind) for kind in ("el", "il")}
+
+    def train(self, r: int, sizes: dict[str, int]) -> dict[str, Any]:
+        from clew.training.sft import train
+
+        results: dict[str, Any] = {}
+        self.build_tiny(r)
+        for kind in self.cfg.distill:
+            subset = "el" if kind == "el" else "il_all"
+            if not sizes.get(subset):
+                self.say(f"round {r} train: no {subset} samples, no {kind.upper()} model")
+                continue
+            data = self.out / f"round-{r}" / "data" / subset
+            output = Path(self.models(r)[kind])
+
+            def work(data=data, output=output) -> dict[str, Any]:
+                shutil.rmtree(output, ignore_errors=True)
+                result = train(train_config(self.cfg, data, output, self.out))
+                losses = result.losses
+                return {"first_loss": losses[0] if losses else None,
+                        "last_loss": losses[-1] if losses else None, "logged": len(losses)}
+
+            results[kind] = self.stage(f"r{r}/train/{kind}",
+                                       f"round {r} train: {kind.upper()} model on {sizes[subset]}"
+                                       " samples", work)
+            res = results[kind]
+            if res.get("first_loss") is not None:
+                self.say(f"    loss {res['first_loss']:.2f} -> {res['last_loss']:.2f} "
+                         f"({res['logged']} logged steps)")
+        return results
+
+    def build_tiny(self, r: int) -> None:
+        """Build a ``tiny:`` base model that does not exist yet, its tokenizer trained on this
+        round's chats (``tiny_tokenizer: data``; docs/methods/loop.md#compact-samples)."""
+        from clew.agents.lm.tiny import build_tiny_model
+        from clew.training.datasets import load_chat_dataset
+
+        model = str(train_config(self.cfg, Path("-"), Path("-"), self.out).model)
+        if not model.startswith("tiny:") or self.cfg.tiny_tokenizer != "data":
+            return
+        path = Path(model.removeprefix("tiny:"))
+        if (path / "clew_tiny.json").exists():
+            return
+        texts = []
+        for subset in ("el", "il_all"):
+            folder = self.out / f"round-{r}" / "data" / subset
+            if folder.exists():
+                texts += [m["content"] for row in load_chat_dataset(folder)
+                          for m in row["messages"]]
+        if texts:
+            self.say(f"    tiny base model: tokenizer trained on {len(texts)} chat turns")
+            build_tiny_model(path, corpus=texts)
+
+    def evaluate_all(self, r: int | None, specs: list[AgentSpec], trained: dict[str, Any]) -> None:
+        where = "baselines" if r is None else f"round-{r}"
+        values = {"out": str(self.out)} | ({} if r is None else self.models(r))
+        for spec in specs:
+            needs = [k for k in ("el", "il") if "{" + k + "}" in json.dumps(spec.agent_options)]
+            if r is not None and any(k not in trained for k in needs):
+                self.say(f"{where} evaluate: {spec.label} needs the {'/'.join(needs)} model, "
+                         "which this round did not train; skipped")
+                continue
+            spec = spec.model_copy(update={"agent_options": fill(spec.agent_options, values)})
+            for fam in self.cfg.families:
+                run = self.out / where / "eval" / spec.label / fam.name
+                self.stage(f"{where}/eval/{spec.label}/{fam.name}",
+                           f"{where} evaluate: {spec.label} on {fam.name} (test)",
+                           lambda s=spec, f=fam, p=run: self.run_agent(s, f, "test", p))
+
+    def rows(self) -> dict[str, list[tuple[str, Path]]]:
+        """Per family, the (name, run) pairs evaluated so far: baselines, then round by round."""
+        out: dict[str, list[tuple[str, Path]]] = {f.name: [] for f in self.cfg.families}
+        for where, prefix in [("baselines", "")] + [(f"round-{r}", f"r{r} ")
+                                                    for r in range(1, self.cfg.rounds + 1)]:
+            for spec in (self.cfg.baselines if where == "baselines" else self.cfg.round_agents):
+                for fam in self.cfg.families:
+                    run = self.out / where / "eval" / spec.label / fam.name
+                    if (run / "episodes.jsonl").exists():
+                        out[fam.name].append((prefix + spec.label, run))
+        return out
+
+
+def report(loop: Loop) -> str:
+    """The loop's comparison: one table per family with its note, and the timing."""
+    from clew.records import RunDir
+
+    cfg = loop.cfg
+    lines = [f"# clew loop: {cfg.rounds} round(s); search on {cfg.train_suite}, evaluation on "
+             f"{cfg.test_suite}\n"]
+    what = [f"  {s.label:18s} {s.agent} {json.dumps(s.agent_options)}"
+            for s in (*cfg.baselines, *cfg.round_agents)]
+    lines += ["Agents (rN = trained in round N):", *what, ""]
+    for fam in cfg.families:
+        rows = [(name, aggregate(RunDir(run).episodes())) for name, run in loop.rows()[fam.name]]
+        cap = f"at most {fam.max_steps} actions" if fam.max_steps else "the env's own budget"
+        lines.append(f"## {fam.name}  ({', '.join(fam.envs)}; {cap} per episode)\n")
+        if fam.note:
+            lines.append(f"{fam.note}\n")
+        if rows:
+            lines.append(summary_table(rows))
+    seconds: dict[str, float] = {}
+    for key, entry in loop.state["done"].items():
+        kind = key.split("/")[1] if key.startswith(("r", "baselines")) else key
+        seconds[kind] = seconds.get(kind, 0.0) + entry["seconds"]
+    lines.append("Stage time: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()))
+    return "\n".join(lines) + "\n"
+
+
+def html_reports(loop: Loop) -> None:
+    """``clew report`` pages (tables and plots) per family over every evaluated agent."""
+    from clew.eval.report import ReportError, write_report
+
+    for fam, rows in loop.rows().items():
+        if len(rows) < 2:
+            continue
+        try:
+            write_report([run for _, run in rows], loop.out / "report" / fam)
+        except ReportError as exc:  # a report is a view: the loop's results stay
+            loop.say(f"report for {fam} not written: {exc}")
+
+
+def run_loop(cfg: LoopConfig, *, resume: bool = False, say: Callable[[str], None] = print,
+             html: bool = True) -> Loop:
+    """Every round of ``cfg`` (stages that finished before are skipped on resume)."""
+    loop = Loop(cfg, say)
+    loop.open(resume)
+    start = time.perf_counter()
+    loop.evaluate_all(None, cfg.baselines, {})
+    all_runs: list[str] = []
+    for r in range(1, cfg.rounds + 1):
+        runs = loop.search(r)
+        all_runs += runs
+        sizes = loop.data(r, all_runs if cfg.accumulate_data else runs)
+        say(f"    samples: {sizes}")
+        trained = loop.train(r, sizes)
+        loop.evaluate_all(r, cfg.round_agents, trained)
+    text = report(loop)
+    atomic_write_text(loop.out / "report.md", text)
+    if html:
+        html_reports(loop)
+    say(f"loop finished in {time.perf_counter() - start:.0f} s; report: {loop.out}/report.md")
+    return loop
+
+
+def standard_errors_apart(a: dict[str, Any], b: dict[str, Any], key: str) -> float:
+    """(mean_a - mean_b) / sqrt(se_a² + se_b²) for ``key``: how many standard errors apart."""
+    ma, mb = a["mean"].get(key, math.nan), b["mean"].get(key, math.nan)
+    sa, sb = a["stderr"].get(key, math.nan), b["stderr"].get(key, math.nan)
+    se = math.sqrt(sa * sa + sb * sb) if math.isfinite(sa) and math.isfinite(sb) else math.nan
+    return (ma - mb) / se if se else math.nan
