@@ -49,7 +49,6 @@ Decisions:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -62,8 +61,7 @@ from clew.agents.parsing import ANSWER_PHRASE, answer_text, record
 from clew.agents.prompts import labelled
 from clew.agents.seeds import derive_seed
 from clew.envs.base import Env
-
-BACKTRACK_RE = re.compile(r"^\s*backtrack(?:\s+S?(\d+))?\s*$", re.IGNORECASE)
+from clew.envs.trace import BACKTRACK_RE, parse_backtrack  # noqa: F401  (shared with the metric replays)
 
 BACKTRACK_TURN = ("This branch is not leading toward the goal, so I will return to an earlier "
                   "state and try a different option.")
@@ -72,17 +70,6 @@ Format = Literal["el", "il"]
 
 
 # --- answers ----------------------------------------------------------------------------------
-def parse_backtrack(action: str | None) -> tuple[bool, int | None]:
-    """``(is_backtrack, target)``: ``backtrack S3`` -> (True, 3); bare ``backtrack`` -> (True,
-    None); anything else -> (False, None)."""
-    if action is None:
-        return False, None
-    m = BACKTRACK_RE.match(action)
-    if not m:
-        return False, None
-    return True, (int(m.group(1)) if m.group(1) is not None else None)
-
-
 def answer(action: str, phrase: str = ANSWER_PHRASE) -> str:
     """The answer line for ``action``, as EL data writes it."""
     return f"{phrase} ```{action}```"

@@ -4,6 +4,11 @@
   stands on).
 * ``redundancy`` = revisits / valid moves, a revisit being a move into an already visited cell
   (invalid actions are not moves; the grid map's error metric counts them).
+* Backtracks (eval/runner.py): a backtrack the runner accepted restores the world of state
+  S<k> (position, achieved nodes) and costs one step; it counts as a valid move into an
+  already visited cell, so a revisit. What the agent saw stays known: coverage and the
+  exploiter's known map are the cells visited at any time of the replay, abandoned branches
+  included. A refused backtrack costs a step and is not a move.
 * Gap: binary returns (goal achieved or not). The exploiter is asked at every moment of the one
   episode [D]: V_t = 1 when the goal can be achieved from the agent's cell, with the nodes
   achieved so far, within B − steps_t moves, walking only on visited cells and using only
@@ -26,7 +31,7 @@ from typing import Any
 from clew.envs.base import Task
 from clew.envs.gridmap.env import GridMapEnv
 from clew.envs.gridmap.instance import ACHIEVED, Instance, bfs, prec
-from clew.envs.trace import NAN, Trace, ratio, record_actions
+from clew.envs.trace import NAN, Replay, Trace, ratio, record_steps
 
 
 def exploit_cost(instance: Instance, known: Iterable[tuple[int, int]], achieved: Iterable[str],
@@ -88,6 +93,9 @@ def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
     full = exploit_cost(inst, inst.cells, (), inst.start)
     rmax = 1.0 if full <= inst.budget else 0.0
     exploitable_at = NAN
+    steps = record_steps(task, episode)
+    replay = Replay(env, steps)
+    known = set(env.state.observed)  # cells visited at any time (backtracks do not forget)
 
     def check(t: int) -> None:
         nonlocal exploitable_at
@@ -95,23 +103,23 @@ def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
             return  # R^exploit is a max over t; binary returns: the first hit settles it
         o = env.oracle()
         achieved = {u for u, s in o.status.items() if s == ACHIEVED}
-        if exploit_cost(inst, o.observed, achieved, o.position) <= inst.budget - o.steps:
+        if exploit_cost(inst, known, achieved, o.position) <= inst.budget - o.steps:
             exploitable_at = float(t)
 
     check(0)
     moves = revisits = 0
-    for t, action in enumerate(record_actions(task, episode), 1):
+    for t, record_step in enumerate(steps, 1):
         if env.done:
             break
-        seen_before = set(env.state.observed)
-        step = env.step(action)
-        if step.valid:
+        step = replay.step(record_step)
+        if step.valid:  # a forward move, or an accepted backtrack (always a revisit)
             moves += 1
-            revisits += env.state.pos in seen_before
+            revisits += env.state.pos in known
+        known |= env.state.observed
         check(t)
     agent = 1.0 if env.state.success else 0.0
     return Trace(
-        coverage=len(env.state.observed) / len(inst.cells),
+        coverage=len(known) / len(inst.cells),
         redundancy=ratio(revisits, moves), repeats=revisits, steps=moves,
         rmax=max(rmax, agent), agent=agent,
         exploit=0.0 if math.isnan(exploitable_at) else 1.0, exploitable_at=exploitable_at,

@@ -15,6 +15,8 @@ MaxSatSearch; docs/methods/metric-travel.md).
   observed has been exploited. The exploitation gap is 0 by definition and the whole gap is
   exploration (``gap_exploration = 1 − normalised reward``); ``exploitable_at`` is NaN (these
   tasks have no moment at which the agent "knew enough").
+* These envs have no backtrack: a ``backtrack S<k>`` step is a refused runner step (one step
+  of the clock, as in the runner), not a query attempt.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 from clew.envs.base import Task
 from clew.envs.registry import make_for
-from clew.envs.trace import Trace, ratio, record_actions
+from clew.envs.trace import Replay, Trace, ratio, record_steps
 
 HILL_BINS = 100  # intervals of width 0.1 over [0, 10]
 
@@ -35,15 +37,17 @@ def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
     family = env.family
     asked: set[str] = {f"node={env.root}"} if family == "tree" else set()
     attempts = repeats = 0
-    for action in record_actions(task, episode):
+    steps = record_steps(task, episode)
+    replay = Replay(env, steps)
+    for record_step in steps:
         if env.done:
             break
-        canon = env.parse_action(action)
+        canon = env.parse_action(record_step.action) if record_step.kind == "env" else None
         query = canon is not None and not env.is_stop(canon)
         if query:
             attempts += 1
             repeats += canon in asked
-        step = env.step(action)
+        step = replay.step(record_step)
         if query and step.valid:
             asked.add(canon)
     queries = [q for q, _ in env.state.history]

@@ -16,6 +16,11 @@
   counts atomic actions. R^max = 1 when the BabyAI bot solved the task within the step limit
   (``oracle_length``), else when this planner solves it with the whole level known.
   Non-PickUp missions get NaN gaps: the planner knows only how to pick up.
+* Backtracks (eval/runner.py): an accepted backtrack restores state S<k> and counts as one
+  step (one atomic step of the clock) that returns to a state visited before, so a repeat; a
+  refused one costs the step and leaves the agent where it was, also a repeat (as a blocked
+  action is). Coverage and the planner's known cells are the cells seen at any time of the
+  replay, abandoned branches included; the planner reads them as they are in the world now.
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ from typing import Any
 from clew.envs.base import Task
 from clew.envs.textminigrid.env import TextMiniGridEnv
 from clew.envs.textminigrid.layout import MAX_STEPS
-from clew.envs.textminigrid.replay import UNCAPPED, executed_from_steps, replay
-from clew.envs.trace import NAN, Trace, ratio
+from clew.envs.textminigrid.replay import UNCAPPED, decisions
+from clew.envs.trace import NAN, Replay, Trace, ratio
 
 DIRS = ((1, 0), (0, 1), (-1, 0), (0, -1))  # MiniGrid's DIR_TO_VEC: 0 E, 1 S, 2 W, 3 N
 
@@ -103,24 +108,23 @@ def _mission_targets(level: Any, mission: Any) -> list[Any]:
 def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
     """Replay atomic action by atomic action (the decisions' executed actions, as the
     TextMiniGrid metric reads them) and evaluate the known-map planner before each one."""
-    executed = executed_from_steps(dict(episode))
-    if executed is None:
-        executed = [info.get("executed", []) for info in replay(task, dict(episode))[1]]
-    atomic = [name for names in executed for name in names]
+    steps = decisions(task, dict(episode))
     max_steps = int((episode.get("env_options") or {}).get("max_steps", MAX_STEPS))
     env = TextMiniGridEnv(max_actions=UNCAPPED, requeries=0, trace=True, max_steps=max_steps)
     env.reset(task)
-    level, st = env.level, env.state
+    runner = Replay(env, [step for step, _, _ in steps])
+    level = env.level
     mission = env.layout.mission
     pickup = mission.kind == "pickup"
     targets = _mission_targets(level, mission) if pickup else []
+    known = set(env.state.seen)  # cells seen at any time (a backtrack does not forget them)
     exploitable_at = NAN
 
     def check(t: int) -> None:
         nonlocal exploitable_at
         if pickup and math.isnan(exploitable_at):
-            left = max_steps - st.steps
-            if exploit_cost(level, st.seen, targets, left) <= left:
+            left = max_steps - env.state.steps
+            if exploit_cost(level, known, targets, left) <= left:
                 exploitable_at = float(t)
 
     def state_key() -> tuple:
@@ -132,15 +136,32 @@ def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
     visited = {state_key()}
     check(0)
     repeats = taken = 0
-    for name in atomic:
-        if env.done:
-            break
-        env.step(name)  # one atomic action; the no-op label is unparsable: the inert action
+
+    def count() -> None:
+        nonlocal repeats, taken
         taken += 1
         key = state_key()
         repeats += key in visited
         visited.add(key)
-        check(st.steps)
+        known.update(env.state.seen)
+        check(env.state.steps)
+
+    for step, names, valid in steps:
+        if env.done:
+            break
+        if step.kind != "env":
+            runner.runner_step(step)  # one step; a backtrack restores a copy of the world
+            if pickup:
+                targets = _mission_targets(level, mission)
+            count()
+            continue
+        for name in names:
+            if env.done:
+                break
+            env.step(name)  # one atomic action; the no-op label is unparsable: the inert action
+            count()
+        runner.forward(valid)
+    st = env.state
     grid = level.grid
     free = {(x, y) for x in range(grid.width) for y in range(grid.height)
             if not (grid.get(x, y) is not None and grid.get(x, y).type == "wall")}
@@ -164,7 +185,7 @@ def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
         rmax = max(rmax, agent)
         exploit = 0.0 if math.isnan(exploitable_at) else 1.0
     return Trace(
-        coverage=len(st.seen & free) / len(free),
+        coverage=len(known & free) / len(free),
         redundancy=ratio(repeats, taken), repeats=repeats, steps=taken,
         rmax=rmax, agent=agent, exploit=exploit, exploitable_at=exploitable_at,
     )

@@ -23,20 +23,26 @@ from typing import Any
 
 from clew.envs.base import Task
 from clew.envs.registry import make_for
+from clew.envs.trace import Replay, classify, step_infos
 
 
-def replay(task: Task, actions: list[str]):
+def replay(task: Task, actions: list[str], infos: list[dict[str, Any]] | None = None):
+    """The env after ``actions``; runner steps (a ``backtrack`` these envs refuse, a reply with
+    no action) cost one step of the clock, as in the runner (:class:`clew.envs.trace.Replay`)."""
     env = make_for(task)
     env.reset(task)
-    for action in actions:
+    steps = classify([str(a) for a in actions], infos)
+    runner = Replay(env, steps)
+    for step in steps:
         if env.done:
             break
-        env.step(str(action))
+        runner.step(step)
     return env
 
 
 def episode_metrics(task: Task, episode: dict[str, Any]) -> dict[str, Any]:
-    env = replay(task, list(episode.get("actions", [])))
+    actions = list(episode.get("actions", []))
+    env = replay(task, actions, step_infos(episode, len(actions)))
     r = env.grade()
     out: dict[str, Any] = {
         "normalized_reward": r,

@@ -26,6 +26,12 @@ Extensions not defined by the paper (docs/methods/metric-textminigrid.md#extensi
 Replay: :func:`clew.envs.textminigrid.replay.replay` (exact from the executed atomic actions
 when the record has them, else the decision texts through the env).
 
+Backtracks (docs/methods/metric-textminigrid.md#backtracks): ``steps`` counts each as one atomic
+step (the clock); a backtrack is not a decision step and not an env step of the format rate; an
+accepted one that changes cell counts as a move onto a cell stood on before (a revisit); the
+cells seen and stood on, the first sight and the boxes destroyed are those of the whole replay,
+abandoned branches included.
+
 ``disagreement`` and ``success_by_level`` are the cross-run quantities of docs/methods/metric-textminigrid.md#success-and-steps (items 2, 4, 5).
 """
 
@@ -37,13 +43,14 @@ from typing import Any
 
 from clew.envs.base import Task
 from clew.envs.textminigrid.bot import LEVELS, difficulty
-from clew.envs.textminigrid.replay import replay
+from clew.envs.textminigrid.replay import Seen, replay
 
 NAN = math.nan
 
 
 def episode_metrics(task: Task, record: dict[str, Any]) -> dict[str, Any]:
-    env, infos = replay(task, record)
+    seen = Seen()
+    env, infos = replay(task, record, seen)
     st = env.state
     success = 1.0 if st.success else 0.0
     decisions = sum(1 for i in infos if i.get("executed"))
@@ -62,12 +69,12 @@ def episode_metrics(task: Task, record: dict[str, Any]) -> dict[str, Any]:
     for name in LEVELS:
         out["sr_" + name.replace("-", "_")] = success if level == name else NAN
 
-    cells = {p[:2] for p in st.poses}
-    out["ext_revisit_rate"] = 1.0 - len(cells) / (sum(st.moved) + 1)
+    cells = set(seen.path)
+    out["ext_revisit_rate"] = 1.0 - len(cells) / (seen.moves + 1)
     grid = env.level.grid
     free = {(x, y) for x in range(grid.width) for y in range(grid.height)
             if not (grid.get(x, y) is not None and grid.get(x, y).type == "wall")}
-    out["ext_coverage"] = len(st.seen & free) / len(free)
+    out["ext_coverage"] = len(seen.cells_seen & free) / len(free)
     rooms = {env.level.room_from_pos(x, y) for x, y in cells}
     n_rooms = env.level.num_rows * env.level.num_cols
     out["ext_rooms_entered"] = len(rooms) / n_rooms
@@ -77,13 +84,15 @@ def episode_metrics(task: Task, record: dict[str, Any]) -> dict[str, Any]:
     for action in sorted(set(names)):
         flags = [b for a, b in zip(names, blocked) if a == action]
         out["ext_noop_rate_" + action.lower().replace(" ", "_")] = sum(flags) / len(flags)
-    fails = [bool(i.get("error") == "unparsable" or i.get("truncated") or i.get("skipped"))
-             for i in infos]
+    # a reply without an action is a format failure; a backtrack is no env step
+    fails = [bool(i.get("error") == "unparsable" or i.get("truncated") or i.get("skipped")
+                  or i.get("no_action"))
+             for i in infos if "backtrack" not in i and "backtrack_error" not in i]
     out["ext_format_failure_rate"] = sum(fails) / len(fails) if fails else NAN
-    seen_at = st.target_first_seen
+    seen_at = seen.first_sight
     out["ext_first_sight"] = seen_at if seen_at is not None else NAN
     out["ext_sight_to_success"] = st.steps - seen_at if st.success and seen_at is not None else NAN
-    out["ext_boxes_destroyed"] = st.boxes_destroyed
+    out["ext_boxes_destroyed"] = seen.boxes_destroyed
     return out
 
 

@@ -101,7 +101,10 @@ def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
 
 def _cache_key(task: Task, episode: Mapping[str, Any]) -> str:
     steps = episode.get("steps")
-    executed = ([s.get("info", {}).get("executed") if isinstance(s, dict) else None
-                 for s in steps] if isinstance(steps, list) else None)
+    # what a replay reads of each step's info: TextMiniGrid's executed actions, runner steps
+    executed = ([[(s.get("info") or {}).get(k) for k in
+                  ("executed", "backtrack", "backtrack_error", "no_action")]
+                 if isinstance(s, dict) else None for s in steps]
+                if isinstance(steps, list) else None)
     return json.dumps([task.to_dict(), episode.get("actions"), episode.get("env_options"),
                        executed], sort_keys=True, default=str)
