@@ -2,7 +2,10 @@
 search agent's sections) describe, LM-backed or heuristic (``docs/methods/baselines.md``).
 
 LM roles share one model unless ``role_models`` names another for a role; the main model is
-loaded on first use. Heuristic roles need no model (and may read the env's ground truth).
+loaded on first use. Heuristic roles need no model (and may read the env's ground truth). A
+search agent's ``distilled_policy`` section replaces the policy by a fine-tuned model prompted in
+the distilled agent's format (:class:`clew.agents.distilled.DistilledPolicy`); it loads its own
+model, also on first use.
 """
 
 from __future__ import annotations
@@ -10,7 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clew.agents.lm.base import LanguageModel
-from clew.agents.options import ReflectionOptions, RoleName, RoleOptions, ValueOptions
+from clew.agents.options import (
+    DistilledPolicyOptions,
+    ReflectionOptions,
+    RoleName,
+    RoleOptions,
+    ValueOptions,
+)
 from clew.agents.roles import Policy, Reflector, ValueFunction
 
 
@@ -32,7 +41,14 @@ class Models:
         return self.main
 
 
-def build_policy(opts: RoleOptions, branching_factor: int, models: Models) -> Policy:
+def build_policy(opts: RoleOptions, branching_factor: int, models: Models,
+                 distilled: DistilledPolicyOptions | None = None) -> Policy:
+    """The LM or heuristic policy of ``opts``; with ``distilled``, the distilled policy
+    (a fine-tuned model in its EL/IL chat format) whatever the other roles are."""
+    if distilled is not None:
+        from clew.agents.distilled import DistilledPolicy
+
+        return DistilledPolicy(distilled, branching_factor)
     if not opts.lm_roles:
         from clew.agents.heuristics.roles import HeuristicPolicy
 

@@ -45,23 +45,34 @@ Decisions:
   fails the episode with reason ``context_length``.
 * Answers are read with the completion's finish reason (a cut one needs a complete answer) and
   counted as parsed or not under role ``policy``.
+
+The same model can be a search agent's policy (:class:`DistilledPolicy`, the ``distilled_policy``
+option): at each node it sends the chat this agent would have there (:func:`chat_at`) and
+turns ``n_samples`` answers into proposals with frequency priors. :func:`completion_text` is the
+assistant turn of an executed step the model did not write (shared with the exporter).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from clew.agents.base import BaseAgent, Decision, Episode, StepRecord
 from clew.agents.fitting import fit_messages
-from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
+from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, Message, Sampling
 from clew.agents.lm.calls import call
-from clew.agents.options import ACT_SAMPLING
+from clew.agents.options import ACT_SAMPLING, DistilledPolicyOptions
 from clew.agents.parsing import ANSWER_PHRASE, answer_text, record
+from clew.agents.policy import Proposal, merge_samples
 from clew.agents.prompts import labelled
 from clew.agents.seeds import derive_seed
 from clew.envs.base import Env
 from clew.envs.trace import BACKTRACK_RE, parse_backtrack  # noqa: F401  (shared with the metric replays)
+
+if TYPE_CHECKING:
+    from clew.agents.prompts import Context
+    from clew.agents.usage import UsageByRole
 
 BACKTRACK_TURN = ("This branch is not leading toward the goal, so I will return to an earlier "
                   "state and try a different option.")
@@ -73,6 +84,16 @@ Format = Literal["el", "il"]
 def answer(action: str, phrase: str = ANSWER_PHRASE) -> str:
     """The answer line for ``action``, as EL data writes it."""
     return f"{phrase} ```{action}```"
+
+
+def completion_text(raw: str | None, action: str | None) -> str:
+    """The assistant turn of an executed action, as EL/IL data writes it: the sampled
+    completion when it states its action (answer phrase or a fence), else the answer line
+    alone: heuristic policies record the bare action as their "completion", which after an
+    assessment line would no longer parse."""
+    if raw and raw.strip() and (ANSWER_PHRASE in raw or "```" in raw):
+        return raw
+    return answer(action if action is not None else (raw or "none").strip())
 
 
 # --- prompts and turns ------------------------------------------------------------------------
@@ -156,6 +177,19 @@ class _Chat:
     seen_steps: int = 0
 
 
+def fit_chat(lm: LanguageModel, messages: list[Message], max_tokens: int,
+             max_history_pairs: int | None = 8, context_tokens: int | None = None
+             ) -> list[Message]:
+    """The chat as sent: elided like the training samples (first 2 and last
+    ``max_history_pairs - 2`` pairs), then fitted to the model's context (``context_tokens``
+    when given) by leaving out the oldest kept pairs after the first exchange."""
+    keep_tail = None if max_history_pairs is None else max_history_pairs - 2
+    msgs = elide(messages, 2, keep_tail)
+    if context_tokens:
+        lm = _WithContext(lm, context_tokens)
+    return fit_messages(lm, msgs, max_tokens, "policy")
+
+
 def user_turn_for_step(env: Env, step: StepRecord, sid: int) -> str:
     """The user turn that follows an executed step (what the runner did, in the EL format)."""
     if not step.valid:
@@ -228,10 +262,8 @@ class DistilledAgent(BaseAgent):
         """The elided history; shorter still when the model's context would overflow."""
         keep_tail = None if self.max_history_pairs is None else self.max_history_pairs - 2
         msgs = elide(messages, 2, keep_tail)
-        lm = self.lm
-        if self.context_tokens:
-            lm = _WithContext(lm, self.context_tokens)
-        fitted = fit_messages(lm, msgs, self.sampling["max_tokens"], "policy")
+        fitted = fit_chat(self.lm, messages, self.sampling["max_tokens"],
+                          self.max_history_pairs, self.context_tokens)
         if len(fitted) < len(msgs):
             episode.scratch["distilled_context_cuts"] = (
                 episode.scratch.get("distilled_context_cuts", 0) + 1)
@@ -275,3 +307,116 @@ def decide(text: str, path: list[int], finish_reason: str | None = None) -> Deci
     if action is None:
         return Decision("", raw=text, info={"parse_error": "no fenced action in the answer"})
     return Decision(action, raw=text)
+
+
+# --- the distilled model as a search policy -----------------------------------------------------
+def chat_at(ctx: Context, fmt: Format = "el") -> list[Message]:
+    """The chat the distilled agent would have at the state of ``ctx`` (a search node): the
+    system prompt and the first user turn, then per action from the episode's start (executed
+    steps, then the simulated path in the tree) the assistant turn and the user turn after it.
+
+    The assistant turn is :func:`completion_text` of the action's raw completion: the model's
+    own text where it wrote the step, the answer line where a step was not a model's answer
+    (as the EL/IL data writes executed steps). State ids count the accepted actions (a search
+    agent never backtracks), so they are the runner's; an action the env rejected gets the
+    invalid turn (``ctx.valid``). The chat ends with the user turn of the node's state."""
+    env = ctx.env
+    messages: list[Message] = [
+        {"role": "system", "content": system_prompt(env, fmt)},
+        {"role": "user", "content": first_user(env, 0, ctx.observations[0])},
+    ]
+    sid = 0
+    for i, action in enumerate(ctx.actions):
+        raw = ctx.raws[i] if i < len(ctx.raws) else None
+        messages.append({"role": "assistant", "content": completion_text(raw, action)})
+        obs = ctx.observations[i + 1]
+        if ctx.accepted(i):
+            sid += 1
+            turn = forward_user(sid, obs, action)
+        else:
+            turn = invalid_user(sid, obs, action)
+        messages.append({"role": "user", "content": turn})
+    return messages
+
+
+class DistilledPolicy:
+    """A search policy from a model fine-tuned by ``clew train``
+    (docs/methods/exploratory-learning.md#as-a-search-policy).
+
+    At a node it sends the chat the distilled agent would have there (:func:`chat_at`, fitted
+    like the agent's: :func:`fit_chat`) as one request with ``n_samples`` samples, reads each
+    completion as the agent does (:func:`decide`, then the env's ``parse_action``) and merges
+    them into ranked proposals with priors from the sample frequencies, top-b kept
+    (:func:`~clew.agents.policy.merge_samples`, as :class:`~clew.agents.policy.LMPolicy`).
+
+    * A ``backtrack S<k>`` answer is not an action of the tree (the search does its own going
+      back): it counts as a completion the policy could not read, like one without an action.
+    * Every completion is counted as read or not under role ``policy`` (``usage.parses``).
+    * Reflections are not shown: the model was not trained with them.
+    * ``kind`` is ``learned``: a search agent with this policy reports as ``learned+search``.
+    """
+
+    kind = "learned"
+    uses_oracle = False
+
+    def __init__(self, options: DistilledPolicyOptions, branching_factor: int):
+        self.options = options
+        self.b = branching_factor
+        self.n = options.n_samples
+        self.format: Format = options.format
+        self.sampling = {"temperature": options.temperature, "top_p": options.top_p,
+                         "max_tokens": options.max_tokens}
+        model = options.model
+        self._lm: LanguageModel | None = model if isinstance(model, LanguageModel) else None
+
+    @property
+    def lm(self) -> LanguageModel:
+        if self._lm is None:
+            from clew.agents.lm.spec import load_model
+
+            self._lm = load_model(self.options.model, **self.options.model_options)
+        return self._lm
+
+    def messages(self, ctx: Context) -> list[Message]:
+        """The request's chat: :func:`chat_at`, elided and fitted to the context."""
+        return fit_chat(self.lm, chat_at(ctx, self.format), self.sampling["max_tokens"],
+                        self.options.max_history_pairs, self.options.context_tokens)
+
+    def parse(self, ctx: Context, text: str, finish_reason: str | None = None) -> Proposal:
+        """One completion as a proposal; ``action`` None when it names no env action (a
+        backtrack included)."""
+        env = ctx.env
+        decision = decide(text, [0], finish_reason)
+        if "backtrack" in decision.info or "parse_error" in decision.info:
+            return Proposal(None, "", text, 1)
+        action = env.parse_action(decision.action)
+        if not action:
+            return Proposal(None, "", text, 1)
+        action = str(action)
+        return Proposal(action, env.canonical(action), text, 1, 0.0, bool(env.is_stop(action)))
+
+    def _read(self, ctx: Context, comps: Sequence[Completion],
+              usage: UsageByRole | None) -> list[Proposal]:
+        props = [self.parse(ctx, c.text, c.finish_reason) for c in comps]
+        record(usage, "policy", self.lm.spec, [(p.action is not None, p.raw) for p in props])
+        return props
+
+    async def propose(self, ctx: Context, reflections: Sequence[dict] = (),
+                      usage: UsageByRole | None = None, n: int | None = None) -> list[Proposal]:
+        request = ChatRequest(
+            self.messages(ctx),
+            Sampling(n=n or self.n, seed=derive_seed(ctx.seed, "policy"), **self.sampling),
+            role="policy")
+        comps = await call(self.lm, request, usage)
+        return merge_samples(self._read(ctx, comps, usage), self.b)
+
+    async def act_once(self, ctx: Context, usage: UsageByRole | None = None) -> Proposal:
+        """One sample with the distilled agent's sampling (ReAct's temperature and top-p)."""
+        request = ChatRequest(self.messages(ctx),
+                              Sampling(n=1, temperature=ACT_SAMPLING.temperature,
+                                       top_p=ACT_SAMPLING.top_p,
+                                       max_tokens=self.sampling["max_tokens"],
+                                       seed=derive_seed(ctx.seed, "react")), role="policy")
+        comps = await call(self.lm, request, usage)
+        props = self._read(ctx, comps, usage)
+        return props[0] if props else Proposal(None, "", "", 1)

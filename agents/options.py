@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from clew.agents.lm.base import LanguageModel
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class Section(BaseModel):
@@ -42,6 +42,42 @@ class PolicyOptions(Section):
 
     LM_ONLY = frozenset({"n_samples_min", "temperature", "top_p", "max_tokens"})
     HEURISTIC_ONLY = frozenset({"prior", "n_samples", "oracle_temperature"})
+
+
+class DistilledPolicyOptions(Section):
+    """``distilled_policy`` (search agents): the policy is a model fine-tuned by ``clew train``
+    (EL or IL, ``format``), prompted with the distilled agent's chat at each node
+    (:class:`clew.agents.distilled.DistilledPolicy`); ``n_samples`` completions per expansion,
+    one request; priors from their frequencies as for the LM policy. ``model`` is required (a
+    spec string such as ``hf:runs/loop/round-1/models/el``; ``model_options`` go to its backend);
+    ``max_history_pairs`` / ``context_tokens`` fit the chat as the distilled agent does.
+    Sampling defaults are the LM policy's (``temperature`` 1.0, ``top_p`` 0.95): diverse samples
+    give the priors."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    model: str | LanguageModel
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    format: Literal["el", "il"] = "el"
+    n_samples: int = Field(20, ge=1)
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(0.95, gt=0, le=1)
+    max_tokens: int = Field(384, ge=1)
+    max_history_pairs: int | None = Field(8, ge=3)
+    context_tokens: int | None = Field(None, ge=1)
+
+    @field_validator("model")
+    @classmethod
+    def _spec(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            from clew.agents.lm.spec import parse_spec
+
+            parse_spec(v)           # a malformed spec is an error naming this option
+        return v
+
+    @property
+    def model_spec(self) -> str:
+        return self.model.spec if isinstance(self.model, LanguageModel) else self.model
 
 
 class ActSampling(Section):

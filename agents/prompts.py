@@ -61,7 +61,9 @@ class Context:
     ``observations`` = o_0 … o_k; ``actions`` / ``raws`` = a_0 … a_{k-1} (canonical text, and the
     raw completions that produced them, None where unknown); ``final_action`` = a STOP action that
     ends the trajectory without a following observation (a STOP node). ``env`` is the simulator at
-    this state (heuristic roles only; LM roles never touch it).
+    this state (heuristic roles only; LM roles never touch it). ``valid`` says per action whether
+    the env accepted it (empty: all accepted): the distilled policy's chat shows a rejected one
+    as an invalid turn, as the distilled agent sees it.
     """
 
     task: str
@@ -80,6 +82,7 @@ class Context:
     answer_format: str = ""
     #: how roles show an observation text (the env's ``neutral_observation``); None: as is
     view: Callable[[str], str] | None = None
+    valid: list[bool] = field(default_factory=list)
 
     @property
     def obs(self) -> str:
@@ -92,10 +95,16 @@ class Context:
 
     def at(self, observations: list[str], actions: list[str], raws: list[str | None],
            final_action: str | None = None, final_raw: str | None = None,
-           env: Any = None, seed: int | None = None) -> Context:
+           env: Any = None, seed: int | None = None,
+           valid: list[bool] | None = None) -> Context:
         """This task context with a trajectory (see :func:`task_context`)."""
         return replace(self, observations=observations, actions=actions, raws=raws,
-                       final_action=final_action, final_raw=final_raw, env=env, seed=seed)
+                       final_action=final_action, final_raw=final_raw, env=env, seed=seed,
+                       valid=list(valid or []))
+
+    def accepted(self, i: int) -> bool:
+        """Whether the env accepted action ``i`` (unknown counts as accepted)."""
+        return self.valid[i] if i < len(self.valid) else True
 
 
 def task_context(env: Any, task_id: str) -> Context:

@@ -1,7 +1,8 @@
 """The role contracts a search agent is built from: policy, value function, reflector.
 
 Each role says what it is: ``kind`` (``lm``: a language model answers; ``heuristic``: code
-answers, possibly from the env's ground truth) and ``uses_oracle`` (it reads ``env.oracle()`` or
+answers, possibly from the env's ground truth; ``learned``: a model fine-tuned by clew answers, the
+distilled policy of :mod:`clew.agents.distilled`) and ``uses_oracle`` (it reads ``env.oracle()`` or
 the env's ground-truth progress, so reports label the agent accordingly). A value function also
 declares its ``method`` (``single`` | ``debate`` | ``heuristic``) and its ``scale`` (``unit``:
 values in [0, 1]; ``signed``: [-1, 1]). The implementations: :mod:`clew.agents.policy`,
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from clew.agents.usage import UsageByRole
     from clew.agents.value import ValueRecord
 
-RoleKind = Literal["lm", "heuristic"]
+RoleKind = Literal["lm", "heuristic", "learned"]
 
 
 class Policy(Protocol):

@@ -67,7 +67,10 @@ class SearchAgent(BaseAgent):
         if name:
             self.name = name
         roles = [r for r in (policy, value, reflector) if r is not None]
-        self.kind = "lm" if any(r.kind == "lm" for r in roles) else "heuristic"
+        kinds = {r.kind for r in roles}
+        # a fine-tuned policy (the distilled policy) makes it the learned model with search
+        self.kind = "learned+search" if "learned" in kinds else \
+            "lm" if "lm" in kinds else "heuristic"
         self.uses_oracle = any(r.uses_oracle for r in roles)
         self.info = info or {}
         self.last_improvement: ImprovementReport | None = None

@@ -27,7 +27,9 @@ def _temp_memory_dir(opts: AgentOptions) -> str:
     run = CURRENT_RUN.get()
     if run is None:                         # outside a run: this agent's own
         return tempfile.mkdtemp(prefix="clew-memory-")
-    key = (run, opts.model_dump_json(exclude={"model"}) + str(opts.model_spec))
+    dp = opts.distilled_policy                # models by spec: a loaded one is not JSON
+    key = (run, opts.model_dump_json(exclude={"model": True, "distilled_policy": {"model"}})
+           + str(opts.model_spec) + str(dp.model_spec if dp is not None else ""))
     if key not in _TEMP_MEMORY:
         _TEMP_MEMORY[key] = tempfile.mkdtemp(prefix="clew-memory-")
     return _TEMP_MEMORY[key]
@@ -36,7 +38,7 @@ def _temp_memory_dir(opts: AgentOptions) -> str:
 def search_agent(opts: AgentOptions) -> SearchAgent:
     """The agent ``opts`` describe."""
     models = Models(opts)
-    policy = build_policy(opts, opts.search.branching_factor, models)
+    policy = build_policy(opts, opts.search.branching_factor, models, opts.distilled_policy)
     value = build_value(opts, opts.value, models)
     reflector = build_reflector(opts, opts.reflection, models) if opts.reflection else None
     memory = None
@@ -48,6 +50,9 @@ def search_agent(opts: AgentOptions) -> SearchAgent:
     algorithm = algorithm_class(opts.search.algorithm)(opts.search)
     info = {"roles": "lm" if opts.lm_roles else "heuristic",
             "model": opts.model_spec if opts.lm_roles else None, "value_kind": value.method}
+    if opts.distilled_policy is not None:     # the policy is learned (agent kind learned+search)
+        info.update(policy_kind="distilled", policy_model=opts.distilled_policy.model_spec,
+                    policy_format=opts.distilled_policy.format)
     return SearchAgent(policy, value, algorithm, reflector=reflector, memory=memory,
                        reflection=opts.reflection, policy_memory=opts.policy_memory,
                        value_memory=opts.value_memory, episode=opts.episode, seed=opts.seed,

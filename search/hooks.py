@@ -71,12 +71,13 @@ class EpisodeHooks:
         self.prefix_obs = [o.text for o in episode.observations]
         self.prefix_actions = [env.canonical(s.action) for s in episode.steps]
         self.prefix_raws = [s.raw for s in episode.steps]
+        self.prefix_valid = [bool(s.valid) for s in episode.steps]
         self.expansions: Counter[int] = Counter()   # policy calls per node (attempts)
 
     def context(self, node: Node, attempt: int = 0) -> Context:
         """Real prefix + the simulated path to ``node`` (a STOP edge is its final action)."""
         obs, acts = list(self.prefix_obs), list(self.prefix_actions)
-        raws = list(self.prefix_raws)
+        raws, valid = list(self.prefix_raws), list(self.prefix_valid)
         final = final_raw = None
         for e in node.path_edges():
             if e.is_stop and e.child is node:
@@ -84,10 +85,12 @@ class EpisodeHooks:
                 break
             acts.append(e.key if not e.is_none else "(unparsable action)")
             raws.append(e.raw)
+            valid.append(not e.is_none and bool(e.child is None or e.child.info.get("valid", True)))
             obs.append(e.child.obs if e.child is not None and e.child.obs is not None else obs[-1])
         parts = (node.node_id, attempt) if attempt else (node.node_id,)
         seed = derive_seed(self.agent.seed, self.episode.key, self.episode.t, *parts)
-        return self.state.context.at(obs, acts, raws, final, final_raw, env=self.sim, seed=seed)
+        return self.state.context.at(obs, acts, raws, final, final_raw, env=self.sim, seed=seed,
+                                     valid=valid)
 
     async def expand(self, node: Node):
         ctx = self.context(node, self.expansions[node.node_id])

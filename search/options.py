@@ -7,6 +7,13 @@
 turns it on with its defaults; ``false`` / ``null`` off). The memory is on when reflection is on,
 unless ``memory.enabled`` says otherwise; its store options default to the memory's own
 (:mod:`clew.agents.memory`). Presets live in ``configs/agents/*.yaml`` only.
+
+``distilled_policy`` (off unless given; a bare spec string is its ``model``) makes the policy a
+model fine-tuned by ``clew train`` in the EL/IL chat format
+(:class:`~clew.agents.distilled.DistilledPolicy`); the value function and the reflector still
+follow ``roles`` (``roles: heuristic`` + ``distilled_policy``: the distilled policy with the
+heuristic value). The ``policy`` section and ``role_models.policy`` are then not read, and
+policy reflections are off (the distilled model was not trained with them).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from clew.agents.options import (
+    DistilledPolicyOptions,
     OptionsError,
     ReflectionOptions,
     RoleOptions,
@@ -63,11 +71,17 @@ class AgentOptions(RoleOptions):
     reflection: ReflectionOptions | None = None
     memory: MemoryOptions = Field(default_factory=MemoryOptions)
     episode: EpisodeOptions = Field(default_factory=EpisodeOptions)
+    distilled_policy: DistilledPolicyOptions | None = None
 
     @field_validator("reflection", mode="before")
     @classmethod
     def _reflection_on_off(cls, v: Any) -> Any:
         return on_off(v)
+
+    @field_validator("distilled_policy", mode="before")
+    @classmethod
+    def _distilled_policy(cls, v: Any) -> Any:
+        return {"model": v} if isinstance(v, str) else on_off(v)
 
     @field_validator("search", mode="before")
     @classmethod
@@ -85,6 +99,8 @@ class AgentOptions(RoleOptions):
     @property
     def policy_memory(self) -> bool:
         """Retrieve policy reflections at each expansion."""
+        if self.distilled_policy is not None:       # it reads none
+            return False
         return self.memory_on and (self.reflection is None or self.reflection.policy.enabled)
 
     @property
@@ -105,6 +121,23 @@ class AgentOptions(RoleOptions):
             out += [(f"memory.{k}", why) for k in given]
         if self.reflection is None and "reflection" in self.role_models:
             out.append(("role_models.reflection", "reflection is off"))
+        if self.distilled_policy is not None:
+            out = [(k, why) for k, why in out if not k.startswith("policy.")]
+            out += self._unread_by_distilled_policy()
+        return out
+
+    def _unread_by_distilled_policy(self) -> list[tuple[str, str]]:
+        """With ``distilled_policy`` the policy is the fine-tuned model: the ``policy`` section
+        (LM or heuristic policy) and ``role_models.policy`` are not read, and the policy reads
+        no reflections (its model was not trained with them)."""
+        why = "not read: the policy is distilled_policy"
+        out = [(f"policy.{k}", why) for k in sorted(self.policy.model_fields_set)]
+        if "policy" in self.role_models:
+            out.append(("role_models.policy", why))
+        if self.reflection is not None and self.reflection.policy.enabled:
+            why = ("the distilled policy reads no reflections: set it to false (value "
+                   "reflections stay on)")
+            out.append(("reflection.policy.enabled", why))
         return out
 
 

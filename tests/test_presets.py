@@ -32,9 +32,13 @@ def test_every_preset_loads_from_yaml_and_builds(name):
     factory, options, _ = resolve(name, {})
     assert factory == "search"
     lm = options.get("roles") != "heuristic"
-    agent = build_agent(name, **({"model": "fake:Next action: ```up```"} if lm else {}))
+    given = {"model": "fake:Next action: ```up```"} if lm else {}
+    learned = "distilled_policy" in options       # its model is a required override
+    if learned:
+        given["distilled_policy"] = {"model": "fake:Next action: ```up```"}
+    agent = build_agent(name, **given)
     assert agent.name == name                                 # reports tell presets apart
-    assert agent.kind == ("lm" if lm else "heuristic")
+    assert agent.kind == ("learned+search" if learned else "lm" if lm else "heuristic")
 
 
 def test_presets_mean_what_their_names_say():

@@ -57,6 +57,7 @@ from typing import Any, Literal
 from clew.agents.distilled import (
     BACKTRACK_TURN,
     answer,
+    completion_text,
     decide,
     elide,
     first_user,
@@ -65,7 +66,6 @@ from clew.agents.distilled import (
     returned_user,
     system_prompt,
 )
-from clew.agents.prompts import ANSWER_PHRASE
 from clew.envs.base import Env, Task
 from clew.search.tree import Edge, Node, Tree
 
@@ -317,15 +317,6 @@ def assessment(obs: Obs, mode: str = "both") -> str | None:
     if mode == "number" or not why:
         return f"Assessment: {number}"
     return f"Assessment: {why} {number}"
-
-
-def completion_text(raw: str | None, action: str | None) -> str:
-    """The sampled completion when it states its action (answer phrase or a fence), else the
-    answer line alone: heuristic policies record the bare action as their "completion", which
-    after an assessment line would no longer parse."""
-    if raw and raw.strip() and (ANSWER_PHRASE in raw or "```" in raw):
-        return raw
-    return answer(action if action is not None else (raw or "none").strip())
 
 
 @dataclass
