@@ -133,22 +133,28 @@ def system_prompt(env: Env, fmt: Format = "el", backtrack: bool | None = None) -
             + "\n".join(f"{i}. {r}" for i, r in enumerate(rules, 1)))
 
 
+# User turns show the env's neutral observation: the reply instructions some envs write into
+# every observation (TextMiniGrid's <actions> block) would contradict the answer rule of the
+# system prompt, and cost a small model's context at every turn.
+def _obs(env: Env, obs: str) -> str:
+    return labelled("OBSERVATION", env.neutral_observation(obs))
+
+
 def first_user(env: Env, sid: int, obs: str) -> str:
-    return (f"TASK: {env.task_description()}\n[S{sid}] {labelled('OBSERVATION', obs)}\n"
-            "PREVIOUS ACTION: none")
+    return f"TASK: {env.task_description()}\n[S{sid}] {_obs(env, obs)}\nPREVIOUS ACTION: none"
 
 
-def forward_user(sid: int, obs: str, prev_action: str) -> str:
-    return f"[S{sid}] {labelled('OBSERVATION', obs)}\nPREVIOUS ACTION: {prev_action}"
+def forward_user(env: Env, sid: int, obs: str, prev_action: str) -> str:
+    return f"[S{sid}] {_obs(env, obs)}\nPREVIOUS ACTION: {prev_action}"
 
 
-def returned_user(sid: int, obs: str) -> str:
-    return (f"[S{sid}] You returned to an earlier state.\n{labelled('OBSERVATION', obs)}\n"
+def returned_user(env: Env, sid: int, obs: str) -> str:
+    return (f"[S{sid}] You returned to an earlier state.\n{_obs(env, obs)}\n"
             f"PREVIOUS ACTION: backtrack S{sid}")
 
 
-def invalid_user(sid: int, obs: str, action: str) -> str:
-    return (f"[S{sid}] Your previous action was invalid.\n{labelled('OBSERVATION', obs)}\n"
+def invalid_user(env: Env, sid: int, obs: str, action: str) -> str:
+    return (f"[S{sid}] Your previous action was invalid.\n{_obs(env, obs)}\n"
             f"PREVIOUS ACTION: {action or '(none)'}")
 
 
@@ -193,10 +199,10 @@ def fit_chat(lm: LanguageModel, messages: list[Message], max_tokens: int,
 def user_turn_for_step(env: Env, step: StepRecord, sid: int) -> str:
     """The user turn that follows an executed step (what the runner did, in the EL format)."""
     if not step.valid:
-        return invalid_user(sid, step.obs, step.action)
+        return invalid_user(env, sid, step.obs, step.action)
     if "backtrack" in step.info:
-        return returned_user(sid, env.observation().text)
-    return forward_user(sid, step.obs, env.canonical(step.action))
+        return returned_user(env, sid, env.observation().text)
+    return forward_user(env, sid, step.obs, env.canonical(step.action))
 
 
 class DistilledAgent(BaseAgent):
@@ -332,9 +338,9 @@ def chat_at(ctx: Context, fmt: Format = "el") -> list[Message]:
         obs = ctx.observations[i + 1]
         if ctx.accepted(i):
             sid += 1
-            turn = forward_user(sid, obs, action)
+            turn = forward_user(env, sid, obs, action)
         else:
-            turn = invalid_user(sid, obs, action)
+            turn = invalid_user(env, sid, obs, action)
         messages.append({"role": "user", "content": turn})
     return messages
 

@@ -73,47 +73,49 @@ def _named(task: Task, config: str, split: str, version: int) -> Task:
     return replace(task, id=f"xv{version}/{task.env}/{config}/s{task.seed}", split=split)
 
 
-def gridmap_tasks(split: str, version: int = 1) -> list[Task]:
-    seed = _seeds(split)[0]
+def gridmap_tasks(split: str, version: int = 1, per_config: int = 1) -> list[Task]:
+    seeds = _seeds(split)
     # the generators' default is their current version: every suite version pins its own
     gen = {"generator_version": version}
     return [_named(generate("gridmap", {"exploration_level": level, "dag_level": dag, **gen},
-                            seed + i), f"{level}-{dag}", split, version)
-            for i, (level, dag) in enumerate(GRIDMAP)]
+                            seeds[i + k * len(GRIDMAP)]), f"{level}-{dag}", split, version)
+            for k in range(per_config) for i, (level, dag) in enumerate(GRIDMAP)]
 
 
-def rooms_tasks(split: str, version: int = 1) -> list[Task]:
+def rooms_tasks(split: str, version: int = 1, per_config: int = 1) -> list[Task]:
     seeds = _seeds(split)
     params = {**ROOMS, "generator_version": version}
     return [_named(generate("rooms", dict(params), seeds[i]), f"{ROOMS['size']}x{ROOMS['size']}",
-                   split, version) for i in range(ROOMS_TASKS)]
+                   split, version) for i in range(ROOMS_TASKS * per_config)]
 
 
-def oracle_search_tasks(split: str, version: int = 1) -> list[Task]:
-    seed = _seeds(split)[0]
-    return [_named(generate(env, dict(params), seed), f"N{params['budget']}", split, version)
-            for env, params in ORACLE_SEARCH.items()]
+def oracle_search_tasks(split: str, version: int = 1, per_config: int = 1) -> list[Task]:
+    seeds = _seeds(split)
+    return [_named(generate(env, dict(params), seeds[k]), f"N{params['budget']}", split, version)
+            for k in range(per_config) for env, params in ORACLE_SEARCH.items()]
 
 
-def textminigrid_tasks(split: str, version: int = 1) -> list[Task]:
+def textminigrid_tasks(split: str, version: int = 1, per_config: int = 1) -> list[Task]:
     tasks = []
     seeds = iter(_seeds(split))
-    for density in TEXTMINIGRID_DENSITIES:
-        for seed in seeds:
-            task = generate("textminigrid", {"rooms": 1, "density": density}, seed)
-            if task.params.get("difficulty") == TEXTMINIGRID_LEVEL:
-                tasks.append(_named(task, f"r1-{density}", split, version))
-                break
-        else:
-            raise ValueError(f"{NAME.format(version)}: no {TEXTMINIGRID_LEVEL} 1-room "
-                             f"textminigrid task with density {density} among the {split} "
-                             f"seeds {_seeds(split)}")
+    for _ in range(per_config):
+        for density in TEXTMINIGRID_DENSITIES:
+            for seed in seeds:
+                task = generate("textminigrid", {"rooms": 1, "density": density}, seed)
+                if task.params.get("difficulty") == TEXTMINIGRID_LEVEL:
+                    tasks.append(_named(task, f"r1-{density}", split, version))
+                    break
+            else:
+                raise ValueError(f"{NAME.format(version)}: too few {TEXTMINIGRID_LEVEL} 1-room "
+                                 f"textminigrid tasks with density {density} among the {split} "
+                                 f"seeds {_seeds(split)}")
     return tasks
 
 
-def split_tasks(split: str, version: int = 1) -> list[Task]:
-    return (gridmap_tasks(split, version) + rooms_tasks(split, version)
-            + oracle_search_tasks(split, version) + textminigrid_tasks(split, version))
+def split_tasks(split: str, version: int = 1, per_config: int = 1) -> list[Task]:
+    return (gridmap_tasks(split, version, per_config) + rooms_tasks(split, version, per_config)
+            + oracle_search_tasks(split, version, per_config)
+            + textminigrid_tasks(split, version, per_config))
 
 
 def _suite(version: int) -> Suite:
@@ -121,6 +123,21 @@ def _suite(version: int) -> Suite:
                  {split: split_tasks(split, version) for split in ("train", "test")},
                  "all four families, 3 small tasks per family and split; train seeds 100.., "
                  f"test seeds 200.. (issue 3); instance generators v{version} (issue 13)")
+
+
+#: train tasks per configuration in ``exploration-v1-wide`` (its test split is exploration-v1's)
+WIDE = 10
+
+
+def exploration_v1_wide() -> Suite:
+    """``exploration-v1-wide``: exploration-v1 with ten times the train tasks (10 per grid-map,
+    rooms, oracle-search and TextMiniGrid configuration, the next seeds of the train range) and
+    exploration-v1's test split unchanged: enough search data for a distilled model to learn
+    from (docs/methods/loop.md#the-cpu-experiment). Its first train tasks are exploration-v1's
+    train tasks except on TextMiniGrid, where configurations interleave."""
+    return Suite("exploration-v1-wide", 1,
+                 {"train": split_tasks("train", 1, WIDE), "test": split_tasks("test", 1)},
+                 f"exploration-v1 with {WIDE}x the train tasks (seeds 100..), the same test split")
 
 
 def exploration_v1() -> Suite:

@@ -61,6 +61,7 @@ SUITES: dict[str, str] = {
     "textminigrid-v1": "clew.envs.textminigrid.suites:textminigrid_v1",
     "exploration-v2": "clew.envs.exploration_suite:exploration_v2",
     "exploration-v1": "clew.envs.exploration_suite:exploration_v1",
+    "exploration-v1-wide": "clew.envs.exploration_suite:exploration_v1_wide",
     "miniwob-v1": "clew.envs.browsergym.suites:miniwob_v1",
 }
 

@@ -49,6 +49,9 @@ class AgentSpec(BaseModel):
     label: str
     agent: str
     agent_options: dict[str, Any] = Field(default_factory=dict)
+    about: str = Field("", description="what this agent is, in one line of the report")
+    test_repeats: int | None = Field(
+        None, ge=1, description="episodes per test task for this agent; unset = the family's")
 
 
 class Family(BaseModel):
@@ -59,10 +62,16 @@ class Family(BaseModel):
     name: str
     envs: list[str] = Field(..., min_length=1, description="env names (task.env) it holds")
     max_steps: int | None = Field(None, ge=1, description="action cap; unset = the env's budget")
+    train_suite: str | None = Field(
+        None, description="this family's search tasks from another suite (e.g. more generated "
+                          "tasks); unset = the loop's train_suite")
     train_repeats: int = Field(1, ge=1, description="search episodes per train task")
     test_repeats: int = Field(1, ge=1, description="episodes per test task and agent")
     search_options: dict[str, Any] = Field(
         default_factory=dict, description="merged into the search agent's options here")
+    env_options: dict[str, Any] = Field(
+        default_factory=dict, description="the envs' options for every agent of this family "
+                                          "(e.g. textminigrid prompt: obs, a shorter prompt)")
     note: str = Field("", description="one line under the table: what to read in it")
 
 
@@ -78,6 +87,8 @@ class LoopConfig(BaseModel):
     families: list[Family] = Field(..., min_length=1)
     limit_train: int | None = Field(None, ge=1, description="first N train tasks per family")
     limit_test: int | None = Field(None, ge=1, description="first N test tasks per family")
+    limit_repeats: int | None = Field(
+        None, ge=1, description="caps every repeat count at N (a smoke run of a large config)")
     concurrency: int = Field(4, ge=1)
     search: AgentSpec
     next_search: AgentSpec | None = Field(
@@ -135,29 +146,41 @@ def fill(obj: Any, values: dict[str, str]) -> Any:
     return obj
 
 
-def write_task_files(cfg: LoopConfig, out: Path) -> dict[tuple[str, str], Path]:
-    """Each family's train and test tasks as ``out/tasks/<family>-<split>.jsonl``."""
+def task_sets(cfg: LoopConfig) -> dict[tuple[str, str], list]:
+    """Each family's train and test tasks; a config error before anything is written."""
     from clew.envs.suites import resolve
 
-    files: dict[tuple[str, str], Path] = {}
+    def tasks_of(spec: str, field: str):
+        try:
+            return resolve(spec)
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(f"{field}: {exc.args[0]}") from None
+
+    sets: dict[tuple[str, str], list] = {}
+    claimed = {env for fam in cfg.families for env in fam.envs}
     for split, spec, limit in (("train", cfg.train_suite, cfg.limit_train),
                                ("test", cfg.test_suite, cfg.limit_test)):
-        try:
-            tasks = resolve(spec)
-        except (KeyError, ValueError) as exc:
-            raise ConfigError(f"{split}_suite: {exc.args[0]}") from None
+        tasks = tasks_of(spec, f"{split}_suite")
         envs = {t.env for t in tasks}
-        claimed = {env for fam in cfg.families for env in fam.envs}
         if envs - claimed:
             raise ConfigError(f"families: {spec} has env(s) {sorted(envs - claimed)} that no "
                               "family names")
-        for fam in cfg.families:
-            chosen = [t for t in tasks if t.env in fam.envs][:limit]
+        for i, fam in enumerate(cfg.families):
+            own = fam.train_suite if split == "train" else None
+            pool = tasks_of(own, f"families.{i}.train_suite") if own else tasks
+            chosen = [t for t in pool if t.env in fam.envs][:limit]
             if not chosen:
-                raise ConfigError(f"families: {fam.name!r} has no task in {spec}")
-            path = out / "tasks" / f"{fam.name}-{split}.jsonl"
-            atomic_write_text(path, "".join(json.dumps(t.to_dict()) + "\n" for t in chosen))
-            files[fam.name, split] = path
+                raise ConfigError(f"families: {fam.name!r} has no task in {own or spec}")
+            sets[fam.name, split] = chosen
+    return sets
+
+
+def write_task_files(sets: dict[tuple[str, str], list], out: Path) -> dict[tuple[str, str], Path]:
+    """Each family's tasks as ``out/tasks/<family>-<split>.jsonl``."""
+    files = {}
+    for (name, split), tasks in sets.items():
+        path = files[name, split] = out / "tasks" / f"{name}-{split}.jsonl"
+        atomic_write_text(path, "".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
     return files
 
 
@@ -187,6 +210,7 @@ class Loop:
         self.tasks: dict[tuple[str, str], Path] = {}
 
     def open(self, resume: bool) -> None:
+        sets = task_sets(self.cfg)
         stored = self.out / "loop.yaml"
         if stored.exists():
             if not resume:
@@ -205,7 +229,7 @@ class Loop:
         import yaml
 
         atomic_write_text(stored, yaml.safe_dump(self.cfg.model_dump(), sort_keys=False))
-        self.tasks = write_task_files(self.cfg, self.out)
+        self.tasks = write_task_files(sets, self.out)
 
     def stage(self, key: str, what: str, work: Callable[[], Any]) -> Any:
         """Run ``work`` unless the stage ``key`` finished before; record it when it finishes."""
@@ -230,7 +254,9 @@ class Loop:
         cfg = EvalConfig(
             agent=spec.agent, agent_options=options, suite=str(self.tasks[fam.name, split]),
             out=str(run), concurrency=self.cfg.concurrency, max_steps=fam.max_steps,
-            repeats=fam.train_repeats if split == "train" else fam.test_repeats,
+            env_options=fam.env_options,
+            repeats=min(fam.train_repeats if split == "train" else
+                        spec.test_repeats or fam.test_repeats, self.cfg.limit_repeats or 10**9),
             resume=(run / "config.yaml").exists(), parse_failure_rate=self.cfg.parse_failure_rate)
         evaluate(cfg, progress=False)
         return str(run)
@@ -352,9 +378,10 @@ def report(loop: Loop) -> str:
     from clew.records import RunDir
 
     cfg = loop.cfg
-    lines = [f"# clew loop: {cfg.rounds} round(s); search on {cfg.train_suite}, evaluation on "
-             f"{cfg.test_suite}\n"]
-    what = [f"  {s.label:18s} {s.agent} {json.dumps(s.agent_options)}"
+    title = (f"# clew loop: {cfg.rounds} round(s); search on {cfg.train_suite}, evaluation on "
+             f"{cfg.test_suite}\n")
+    lines = [title]
+    what = [f"  {s.label:18s} {s.about or s.agent + ' ' + json.dumps(s.agent_options)}"
             for s in (*cfg.baselines, *cfg.round_agents)]
     lines += ["Agents (rN = trained in round N):", *what, ""]
     for fam in cfg.families:
@@ -365,6 +392,7 @@ def report(loop: Loop) -> str:
             lines.append(f"{fam.note}\n")
         if rows:
             lines.append(summary_table(rows))
+            lines += against_random(rows)
     seconds: dict[str, float] = {}
     for key, entry in loop.state["done"].items():
         kind = key.split("/")[1] if key.startswith(("r", "baselines")) else key
@@ -407,6 +435,24 @@ def run_loop(cfg: LoopConfig, *, resume: bool = False, say: Callable[[str], None
         html_reports(loop)
     say(f"loop finished in {time.perf_counter() - start:.0f} s; report: {loop.out}/report.md")
     return loop
+
+
+def against_random(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """One line per other agent: its headline number against the ``random`` row's, in standard
+    errors (success where the family defines it, else normalised reward)."""
+    base = dict(rows).get("random")
+    if base is None:
+        return []
+    key = "success" if math.isfinite(base["mean"].get("success", math.nan)) else \
+        "normalized_reward"
+    parts = []
+    for name, agg in rows:
+        if name != "random":
+            d = agg["mean"].get(key, math.nan) - base["mean"].get(key, math.nan)
+            z = standard_errors_apart(agg, base, key)
+            zs = f"{z:+.1f} SE" if math.isfinite(z) else "SE undefined"
+            parts.append(f"{name} {d:+.3f} ({zs})")
+    return [f"Against random ({key}): " + "; ".join(parts) + "\n"] if parts else []
 
 
 def standard_errors_apart(a: dict[str, Any], b: dict[str, Any], key: str) -> float:

@@ -233,6 +233,9 @@ def _record(agent: Agent, episode: Episode, env: Env, stopped_by: str, wall: flo
             "charged_simulation": episode.charged,
             "peeked_states": episode.peeked_states(),
             **({} if episode.success_est is None else {"success_est": episode.success_est}),
+            # agents that may backtrack (EL-distilled): accepted backtracks, a headline column
+            **({"backtracks": sum(1 for s in episode.steps if "backtrack" in s.info)}
+               if getattr(agent, "backtracks", False) else {}),
         },
         **({} if episode.memory is None else {"memory": episode.memory}),
         "wall_s": round(wall, 4),

@@ -27,6 +27,7 @@ HEADLINE = [
     ("gap_exploration", "gap explore"),
     ("gap_exploitation", "gap exploit"),
     ("coverage", "coverage"),
+    ("backtracks", "backtracks"),  # recorded for agents that may backtrack only (eval/runner.py)
     ("peeked_states", "peeked states"),  # seen only inside a search's simulator (docs/methods/mcts.md#free-and-charged-simulation)
 ]
 

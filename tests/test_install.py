@@ -116,5 +116,5 @@ def test_installed_clew_runs_the_quick_demo(installed, tmp_path):
     done = sh([python.parent / "clew", "demo", "--quick", "--out", "demo"], cwd=tmp_path,
               env=_env(tmp_path), timeout=1500)
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
-    assert (tmp_path / "demo" / "models" / "el" / "config.json").exists()
+    assert (tmp_path / "demo" / "round-1" / "models" / "el" / "config.json").exists()
     assert "Traceback" not in done.stderr

@@ -115,7 +115,7 @@ def test_observations_are_labelled_once(task):
     """Issue 16 item 10: gridmap prompts showed "OBSERVATION:\\nOBSERVATION:"."""
     env, ctx = play(task)
     texts = [m["content"] for msgs in role_prompts(ctx).values() for m in msgs]
-    texts += [first_user(env, 0, ctx.observations[0]), forward_user(1, ctx.observations[1], "a")]
+    texts += [first_user(env, 0, ctx.observations[0]), forward_user(env, 1, ctx.observations[1], "a")]
     for text in texts:
         assert "OBSERVATION:\nOBSERVATION:" not in text
         assert "OBSERVATION:\nINITIAL OBSERVATION:" not in text

@@ -73,6 +73,9 @@ class DataConfig(BaseModel):
     out: str | None = Field(None, description="output folder (datasets + JSONL + report)")
     success_only: bool = True
     select_by: Literal["gt", "est"] = "gt"
+    select_min_grade: float = Field(
+        1.0, ge=0.0, le=1.0, description="with select_by gt: the grade that counts as success "
+                                         "where an env has no success flag (rooms)")
     el_max_actions: int | None = Field(20, ge=1)
     il_max_actions: int | None = Field(None, ge=1)
     assessment_value: Literal["both", "text", "number"] = "both"
@@ -142,9 +145,10 @@ def read_trees(run: str | Path, key: str) -> dict[int, Tree]:
     return trees
 
 
-def is_selected(record: dict[str, Any], by: str = "gt") -> bool:
+def is_selected(record: dict[str, Any], by: str = "gt", min_grade: float = 1.0) -> bool:
     """Successful episode by ground truth, or by the agent's estimate (``by="est"``;
-    docs/methods/exploratory-learning.md)."""
+    docs/methods/exploratory-learning.md). An env without a success flag (rooms: normalised
+    reward) counts as successful when its grade reaches ``min_grade``."""
     outcome = record.get("outcome") or {}
     if by == "est":
         if outcome.get("success_est") is None:
@@ -153,7 +157,7 @@ def is_selected(record: dict[str, Any], by: str = "gt") -> bool:
         return bool(outcome["success_est"])
     if outcome.get("success") is not None:
         return bool(outcome["success"])
-    return float(outcome.get("grade") or 0.0) >= 1.0
+    return float(outcome.get("grade") or 0.0) >= min_grade
 
 
 # --- building -----------------------------------------------------------------------------------
@@ -234,15 +238,18 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
             else:
                 tree_error = None
 
-            def make_env(task=task):
-                return make_for(task, **cfg.env_options)
+            # the env the run played (its record's options), then the data config's on top
+            opts = {**(record.get("env_options") or {}), **cfg.env_options}
+
+            def make_env(task=task, opts=opts):
+                return make_for(task, **opts)
             if want_tree_rows and not tree_error:  # every episode: Q and V do not depend on
                 more = episode_rows(record, trees, make_env, cfg.pair_options(),  # the outcome
                                     _meta(record, str(run)))
                 tree_rows["pairs"] += more.pairs
                 tree_rows["values"] += more.values
                 tree_counts.update(more.counts)
-            if cfg.success_only and not is_selected(record, cfg.select_by):
+            if cfg.success_only and not is_selected(record, cfg.select_by, cfg.select_min_grade):
                 continue
             report["selected"] += 1
             out: EpisodeExport = export_episode(record, trees, make_env, options=options)

@@ -436,7 +436,7 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
             env.set_clock(env.clock() + 1)
             del path[path.index(k) + 1:]
             chat.valid.append(True)
-            pending = returned_user(k, env.observation().text)
+            pending = returned_user(env, k, env.observation().text)
             continue
         ok = env.parse_action(decision.action) is not None
         step = env.step(decision.action)
@@ -446,9 +446,9 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
             path.append(sid)
             if env.flags.supports_backtrack:
                 snaps[sid] = env.snapshot()
-            pending = forward_user(sid, step.obs.text, env.canonical(decision.action))
+            pending = forward_user(env, sid, step.obs.text, env.canonical(decision.action))
         else:
-            pending = invalid_user(path[-1], step.obs.text, decision.action)
+            pending = invalid_user(env, path[-1], step.obs.text, decision.action)
         if turn.edge is not None and turn.edge.child is not None:
             sid_of[id(turn.edge.child)] = path[-1]
             expected = turn.edge.child.obs

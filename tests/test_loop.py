@@ -1,0 +1,133 @@
+"""`clew loop`: config checks, rounds as run directories, resume by stage, expert iteration, the
+report, and the smoke version of the CPU experiment (docs/methods/loop.md)."""
+
+import json
+
+import pytest
+from clew.eval.config import ConfigError, load_config
+from clew.eval.loop import LoopConfig, fill, run_loop, standard_errors_apart
+from clew.scripts.cli import main
+
+TINY_TRAIN = ["train.max_steps=2", "train.logging_steps=1"]
+
+
+def _cfg(tmp_path, name="demo", extra=()):
+    return load_config(LoopConfig, name, ["limit_train=1", "limit_test=1", "limit_repeats=1",
+                                          *TINY_TRAIN, *extra],
+                       base={"out": str(tmp_path / "loop")}, presets="loop")
+
+
+def test_presets_validate_and_name_bad_fields(tmp_path):
+    for name in ("demo", "cpu-experiment"):
+        assert load_config(LoopConfig, name, [], presets="loop").families
+    with pytest.raises(ConfigError, match=r"familes: unknown field; did you mean families"):
+        load_config(LoopConfig, "demo", ["familes=[]"], presets="loop")
+    with pytest.raises(ConfigError, match="rounds"):
+        load_config(LoopConfig, "demo", ["rounds=0"], presets="loop")
+
+
+def test_an_env_in_two_families_or_in_none_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="'gridmap' is in both"):
+        load_config(LoopConfig, "demo", [], presets="loop",
+                    base={"families": [{"name": "a", "envs": ["gridmap"]},
+                                       {"name": "b", "envs": ["gridmap", "rooms"]}]})
+    cfg = _cfg(tmp_path).model_copy(update={"families": _cfg(tmp_path).families[:2]})
+    with pytest.raises(ConfigError, match="no family names"):
+        run_loop(cfg, say=lambda s: None, html=False)
+    assert not (tmp_path / "loop").exists()  # nothing written: the fixed config starts clean
+
+
+def test_placeholders_are_filled_in_nested_options():
+    opts = {"model": "hf:{el}", "x": [{"y": "{out}/m"}], "n": 3}
+    assert fill(opts, {"el": "/r/el", "out": "/o"}) == {"model": "hf:/r/el",
+                                                        "x": [{"y": "/o/m"}], "n": 3}
+
+
+def test_standard_errors_apart():
+    a = {"mean": {"success": 0.5}, "stderr": {"success": 0.1}}
+    b = {"mean": {"success": 0.2}, "stderr": {"success": 0.0}}
+    assert standard_errors_apart(a, b, "success") == pytest.approx(3.0)
+
+
+@pytest.mark.slow
+def test_loop_rounds_resume_and_expert_iteration(tmp_path, capsys):
+    """One round of the demo at its smallest, then --resume with rounds=2 whose search uses the
+    round-1 EL model as the MCTS policy: round 1 is not redone, round 2 has its own folder."""
+    out = tmp_path / "loop"
+    said: list[str] = []
+    cfg = _cfg(tmp_path)
+    loop = run_loop(cfg, say=said.append, html=False)
+    r1 = out / "round-1"
+    for fam in ("gridmap", "rooms", "oracle-query", "textminigrid"):
+        assert list((r1 / "search" / fam / "trees").glob("*/*.json.gz")), fam
+        for agent in ("el-distilled", "il-distilled"):
+            assert (r1 / "eval" / agent / fam / "episodes.jsonl").exists()
+        assert (out / "baselines" / "eval" / "random" / fam / "episodes.jsonl").exists()
+    for kind in ("el", "il"):
+        assert (r1 / "models" / kind / "config.json").exists()
+    tiny = json.loads((out / "models" / "tiny" / "clew_tiny.json").read_text())
+    assert tiny["corpus"] == "given"  # the tokenizer learned the env's own text
+    report = (out / "report.md").read_text()
+    assert "## gridmap" in report and "## oracle-query" in report
+    assert "| r1 el-distilled | el-distilled | learned |" in report
+    assert "Against random (success)" in report and "Against random (normalized_reward)" in report
+    state = json.loads((out / "state.json").read_text())
+    assert "r1/train/el" in state["done"] and "r1/data" in state["done"]
+    # the EL model's evaluation records backtracks used (an agent that may backtrack)
+    rec = json.loads((r1 / "eval" / "el-distilled" / "gridmap" / "episodes.jsonl")
+                     .read_text().splitlines()[0])
+    assert "backtracks" in rec["outcome"]
+    stamp = (r1 / "models" / "el" / "config.json").stat().st_mtime_ns
+
+    # a second round, searching with the round-1 EL model as the MCTS policy
+    nxt = {"label": "mcts-el-policy", "agent": "mcts", "agent_options": {
+        "roles": "heuristic", "search": {"n_simulations": 2, "branching_factor": 2},
+        "distilled_policy": {"model": "hf:{el}", "format": "el", "n_samples": 2,
+                             "max_tokens": 16}}}
+    cfg2 = cfg.model_copy(update={"rounds": 2, "next_search": None})
+    with pytest.raises(ConfigError, match="differs"):  # next_search changed: refused
+        run_loop(cfg2.model_copy(update={"next_search": nxt}), resume=True, say=said.append,
+                 html=False)
+    said.clear()
+    loop = run_loop(cfg2, resume=True, say=said.append, html=False)
+    assert any("round 1 search" in s and "skipped" in s for s in said)
+    assert (r1 / "models" / "el" / "config.json").stat().st_mtime_ns == stamp
+    assert (out / "round-2" / "models" / "el" / "config.json").exists()
+    assert "r2 el-distilled" in (out / "report.md").read_text()
+    assert len(loop.rows()["gridmap"]) == 2 + 2 * 2
+    # without --resume an existing loop is refused, naming --resume
+    with pytest.raises(ConfigError, match="--resume"):
+        run_loop(cfg2, say=said.append, html=False)
+
+
+@pytest.mark.slow
+def test_expert_iteration_searches_with_the_previous_model(tmp_path):
+    """next_search with {el}: round 2's trees come from MCTS whose policy is round 1's model."""
+    nxt = {"label": "mcts-el-policy", "agent": "mcts", "agent_options": {
+        "roles": "heuristic", "search": {"n_simulations": 2, "branching_factor": 2},
+        "distilled_policy": {"model": "hf:{el}", "format": "el", "n_samples": 2,
+                             "max_tokens": 16}}}
+    cfg = _cfg(tmp_path, extra=["rounds=2", "distill=[el]", "round_agents=[]"])
+    cfg = cfg.model_copy(update={"next_search": nxt, "baselines": [],
+                                 "families": [f for f in cfg.families
+                                              if f.name in ("gridmap", "textminigrid")]})
+    cfg = cfg.model_copy(update={"train_suite": "gridmap-mini:train",
+                                 "test_suite": "gridmap-mini:test",
+                                 "families": cfg.families[:1]})
+    run_loop(cfg, say=lambda s: None, html=False)
+    rec = json.loads((tmp_path / "loop" / "round-2" / "search" / "gridmap" / "episodes.jsonl")
+                     .read_text().splitlines()[0])
+    assert rec["agent"] == "mcts-el-policy" and rec["agent_kind"] == "learned+search"
+    cfg_run = (tmp_path / "loop" / "round-2" / "search" / "gridmap" / "config.yaml").read_text()
+    assert str(tmp_path / "loop" / "round-1" / "models" / "el") in cfg_run
+
+
+@pytest.mark.slow
+def test_cpu_experiment_smoke(tmp_path, capsys):
+    """The CPU experiment's config at its smallest, through the command line."""
+    rc = main(["loop", "--config", "cpu-experiment", "--out", str(tmp_path / "x"), "--no-html",
+               "limit_train=1", "limit_test=1", "limit_repeats=1", *TINY_TRAIN])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "r1 mcts-el-policy" in text and "r1 el-distilled" in text
+    assert "learned+search" in text
