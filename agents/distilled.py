@@ -45,6 +45,11 @@ Decisions:
   fails the episode with reason ``context_length``.
 * Answers are read with the completion's finish reason (a cut one needs a complete answer) and
   counted as parsed or not under role ``policy``.
+* ``constrain=True`` (docs/methods/parsing.md#constrained-answers) sends :func:`answer_choices`
+  as ``Sampling.choices``: the env's legal actions and, in the EL format on an env that supports
+  backtracking, ``backtrack S<k>`` for every earlier state on the current path; the answer is
+  then always one of them. An env without a list of legal actions (the oracle-query tasks take
+  free-form queries) is not constrained.
 
 The same model can be a search agent's policy (:class:`DistilledPolicy`, the ``distilled_policy``
 option): at each node it sends the chat this agent would have there (:func:`chat_at`) and
@@ -94,6 +99,18 @@ def completion_text(raw: str | None, action: str | None) -> str:
     if raw and raw.strip() and (ANSWER_PHRASE in raw or "```" in raw):
         return raw
     return answer(action if action is not None else (raw or "none").strip())
+
+
+def answer_choices(env: Env, fmt: Format, path: Sequence[int]) -> list[str] | None:
+    """The answers a constrained distilled model may give at the end of ``path`` (state ids):
+    the env's legal actions, and for ``el`` with backtracking a ``backtrack S<k>`` per earlier
+    state on the path; ``None`` (no constraint) when the env lists no legal actions."""
+    legal = [str(a) for a in env.legal_actions()]
+    if not legal:
+        return None
+    if fmt == "el" and env.flags.supports_backtrack:
+        legal += [f"backtrack S{k}" for k in path[:-1]]
+    return legal
 
 
 # --- prompts and turns ------------------------------------------------------------------------
@@ -210,7 +227,8 @@ class DistilledAgent(BaseAgent):
 
     ``model`` is a spec string (``hf:BASE+lora:ADAPTER``, ``vllm:BASE+lora:ADAPTER``, a merged
     ``hf:PATH`` ...) or a :class:`LanguageModel`. Sampling defaults are the ReAct ones
-    (:data:`~clew.agents.options.ACT_SAMPLING`); ``greedy=True`` decodes greedily.
+    (:data:`~clew.agents.options.ACT_SAMPLING`); ``greedy=True`` decodes greedily;
+    ``constrain=True`` constrains the answer to :func:`answer_choices`.
     """
 
     name = "distilled"
@@ -221,7 +239,10 @@ class DistilledAgent(BaseAgent):
                  max_tokens: int = ACT_SAMPLING.max_tokens,
                  greedy: bool = False, seed: int | None = 0, max_history_pairs: int | None = 8,
                  context_tokens: int | None = None, label: str | None = None,
-                 model_options: dict[str, Any] | None = None):
+                 constrain: bool = False, model_options: dict[str, Any] | None = None):
+        if not isinstance(constrain, bool):  # an option value: reported like the others
+            raise ValueError(  # noqa: TRY004
+                f"distilled agent: constrain must be true or false, got {constrain!r}")
         if max_history_pairs is not None and max_history_pairs < 3:
             raise ValueError("distilled agent: max_history_pairs must be >= 3 (or null)")
         if format not in ("el", "il"):
@@ -236,6 +257,7 @@ class DistilledAgent(BaseAgent):
         self.seed = seed
         self.max_history_pairs = max_history_pairs
         self.context_tokens = context_tokens
+        self.constrain = constrain
         self._lm: LanguageModel | None = model if isinstance(model, LanguageModel) else None
         if label:
             self.name = label
@@ -278,8 +300,11 @@ class DistilledAgent(BaseAgent):
     async def act(self, episode: Episode) -> Decision:
         chat = self._chat(episode)
         seed = derive_seed(self.seed, episode.key, episode.t)
+        choices = (answer_choices(episode.env, self.format, episode.path) if self.constrain
+                   else None)
         request = ChatRequest(self._fit(chat.messages, episode),
-                              Sampling(n=1, seed=seed, **self.sampling), role="policy")
+                              Sampling(n=1, seed=seed, choices=choices, **self.sampling),
+                              role="policy")
         completion = (await call(self.lm, request, episode.usage))[0]
         chat.messages.append({"role": "assistant", "content": completion.text})
         decision = decide(completion.text, episode.path, completion.finish_reason)
@@ -360,6 +385,8 @@ class DistilledPolicy:
     * Every completion is counted as read or not under role ``policy`` (``usage.parses``).
     * Reflections are not shown: the model was not trained with them.
     * ``kind`` is ``learned``: a search agent with this policy reports as ``learned+search``.
+    * ``constrain`` (option): the env's legal actions go as ``Sampling.choices`` (no backtracks:
+      the tree does its own going back); an env without a list is not constrained.
     """
 
     kind = "learned"
@@ -411,10 +438,16 @@ class DistilledPolicy:
                       usage: UsageByRole | None = None, n: int | None = None) -> list[Proposal]:
         request = ChatRequest(
             self.messages(ctx),
-            Sampling(n=n or self.n, seed=derive_seed(ctx.seed, "policy"), **self.sampling),
+            Sampling(n=n or self.n, seed=derive_seed(ctx.seed, "policy"),
+                     choices=self._choices(ctx), **self.sampling),
             role="policy")
         comps = await call(self.lm, request, usage)
         return merge_samples(self._read(ctx, comps, usage), self.b)
+
+    def _choices(self, ctx: Context) -> list[str] | None:
+        if not self.options.constrain:
+            return None
+        return [str(a) for a in ctx.env.legal_actions()] or None
 
     async def act_once(self, ctx: Context, usage: UsageByRole | None = None) -> Proposal:
         """One sample with the distilled agent's sampling (ReAct's temperature and top-p)."""
@@ -422,7 +455,8 @@ class DistilledPolicy:
                               Sampling(n=1, temperature=ACT_SAMPLING.temperature,
                                        top_p=ACT_SAMPLING.top_p,
                                        max_tokens=self.sampling["max_tokens"],
-                                       seed=derive_seed(ctx.seed, "react")), role="policy")
+                                       seed=derive_seed(ctx.seed, "react"),
+                                       choices=self._choices(ctx)), role="policy")
         comps = await call(self.lm, request, usage)
         props = self._read(ctx, comps, usage)
         return props[0] if props else Proposal(None, "", "", 1)

@@ -29,18 +29,21 @@ class Section(BaseModel):
 
 
 class PolicyOptions(Section):
-    """``policy``: an LM samples ``max(2b, n_samples_min)`` completions per expansion; the
-    heuristic policy draws ``n_samples`` legal actions (``prior``: uniform | sampled | oracle)."""
+    """``policy``: an LM samples ``max(2b, n_samples_min)`` completions per expansion
+    (``constrain``: each ends with one of the env's legal actions,
+    docs/methods/parsing.md#constrained-answers); the heuristic policy draws ``n_samples`` legal
+    actions (``prior``: uniform | sampled | oracle)."""
 
     n_samples_min: int = Field(20, ge=1)
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(0.95, gt=0, le=1)
     max_tokens: int = Field(384, ge=1)
+    constrain: bool = False
     prior: Literal["uniform", "sampled", "oracle"] = "sampled"
     n_samples: int = Field(20, ge=1)
     oracle_temperature: float = Field(0.1, gt=0)
 
-    LM_ONLY = frozenset({"n_samples_min", "temperature", "top_p", "max_tokens"})
+    LM_ONLY = frozenset({"n_samples_min", "temperature", "top_p", "max_tokens", "constrain"})
     HEURISTIC_ONLY = frozenset({"prior", "n_samples", "oracle_temperature"})
 
 
@@ -52,7 +55,8 @@ class DistilledPolicyOptions(Section):
     spec string such as ``hf:runs/loop/round-1/models/el``; ``model_options`` go to its backend);
     ``max_history_pairs`` / ``context_tokens`` fit the chat as the distilled agent does.
     Sampling defaults are the LM policy's (``temperature`` 1.0, ``top_p`` 0.95): diverse samples
-    give the priors."""
+    give the priors. ``constrain``: every answer is one of the env's legal actions
+    (docs/methods/parsing.md#constrained-answers)."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
@@ -65,6 +69,7 @@ class DistilledPolicyOptions(Section):
     max_tokens: int = Field(384, ge=1)
     max_history_pairs: int | None = Field(8, ge=3)
     context_tokens: int | None = Field(None, ge=1)
+    constrain: bool = False
 
     @field_validator("model")
     @classmethod

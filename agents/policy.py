@@ -6,7 +6,10 @@ completion cut by the token limit counts only with a complete answer in it), ide
 merged by ``env.canonical``, the top-b kept by count (ties: first appearance), priors
 renormalised over the kept ones. The representative raw text of an action is its first sample.
 Every completion is counted as parsed or not under role ``policy`` (``usage.parses``). The
-prompt is fitted to the model's context (:mod:`clew.agents.fitting`).
+prompt is fitted to the model's context (:mod:`clew.agents.fitting`). With the ``constrain``
+option every request carries the env's legal actions at the node as ``Sampling.choices``
+(docs/methods/parsing.md#constrained-answers); an env without a list (the oracle-query tasks)
+is not constrained.
 """
 
 from __future__ import annotations
@@ -82,6 +85,13 @@ class LMPolicy:
         record(usage, "policy", self.lm.spec, [(p.action is not None, p.raw) for p in props])
         return props
 
+    def choices(self, ctx: Context) -> list[str] | None:
+        """The answers a constrained request allows: the legal actions at the node (None: no
+        constraint, the option off or the env lists none)."""
+        if not self.options.constrain:
+            return None
+        return [str(a) for a in ctx.env.legal_actions()] or None
+
     def messages(self, ctx: Context, reflections: Sequence[dict] = ()) -> list[Message]:
         """The policy prompt, fitted to the model's context."""
         return fit(self.lm, self.sampling["max_tokens"],
@@ -92,7 +102,8 @@ class LMPolicy:
                       usage: UsageByRole | None = None, n: int | None = None) -> list[Proposal]:
         request = ChatRequest(
             self.messages(ctx, reflections),
-            Sampling(n=n or self.n, seed=derive_seed(ctx.seed, "policy"), **self.sampling),
+            Sampling(n=n or self.n, seed=derive_seed(ctx.seed, "policy"),
+                     choices=self.choices(ctx), **self.sampling),
             role="policy")
         comps = await call(self.lm, request, usage)
         return merge_samples(self._read(ctx, comps, usage), self.b)
@@ -103,7 +114,8 @@ class LMPolicy:
                               Sampling(n=1, temperature=ACT_SAMPLING.temperature,
                                        top_p=ACT_SAMPLING.top_p,
                                        max_tokens=self.options.max_tokens,
-                                       seed=derive_seed(ctx.seed, "react")), role="policy")
+                                       seed=derive_seed(ctx.seed, "react"),
+                                       choices=self.choices(ctx)), role="policy")
         comps = await call(self.lm, request, usage)
         props = self._read(ctx, comps, usage)
         return props[0] if props else Proposal(None, "", "", 1)

@@ -61,7 +61,8 @@ class Context:
     ``observations`` = o_0 … o_k; ``actions`` / ``raws`` = a_0 … a_{k-1} (canonical text, and the
     raw completions that produced them, None where unknown); ``final_action`` = a STOP action that
     ends the trajectory without a following observation (a STOP node). ``env`` is the simulator at
-    this state (heuristic roles only; LM roles never touch it). ``valid`` says per action whether
+    this state (heuristic roles; LM roles only parse their answers with it and, constrained, ask
+    it for the legal actions). ``valid`` says per action whether
     the env accepted it (empty: all accepted): the distilled policy's chat shows a rejected one
     as an invalid turn, as the distilled agent sees it.
     """

@@ -20,6 +20,11 @@ Built on the Env API only, so it runs on every environment:
   (:func:`~clew.agents.seeds.derive_seed` of the agent seed, task seed, episode key, step and
   attempt), so episodes replay exactly with seeded backends.
 
+**Constrained answers** (``constrain=True``, docs/methods/parsing.md#constrained-answers): each
+request carries the env's ``legal_actions()`` as ``Sampling.choices``, so the completion ends
+with ``Next action:`` and one legal action in the fence; an env without a list of legal actions
+(the oracle-query tasks take free-form queries) is not constrained.
+
 **Parsing**: :func:`clew.agents.parsing.parse_action`, the rule every role shares (with the
 completion's finish reason: a cut one counts only with a complete answer in it); every
 completion is counted as parsed or not under role ``policy``. An env may declare
@@ -71,16 +76,20 @@ class ReActAgent(BaseAgent):
                  variant: str = "default", seed: int = 0,
                  history_window: int | None = None, max_history: int | None = None,
                  answer_phrase: str = ANSWER_PHRASE, max_obs_chars: int | None = None,
-                 model_options: dict[str, Any] | None = None):
+                 constrain: bool = False, model_options: dict[str, Any] | None = None):
         if history_window is not None and history_window < 0:
             raise ValueError(f"react: history_window must be >= 0, got {history_window}")
         if max_history is not None and max_history < 2:
             raise ValueError(f"react: max_history must be >= 2, got {max_history}")
+        if not isinstance(constrain, bool):  # an option value: reported like the others
+            raise ValueError(  # noqa: TRY004
+                f"react: constrain must be true or false, got {constrain!r}")
         self.lm = load_model(model, **(model_options or {}))
         self.sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
         self.variant, self.seed, self.answer_phrase = variant, seed, answer_phrase
         self.history_window, self.max_history = history_window, max_history
         self.max_obs_chars = max_obs_chars
+        self.constrain = constrain
 
     # --- prompt --------------------------------------------------------------------------
     def _window(self, env: Any) -> int | None:
@@ -129,8 +138,11 @@ class ReActAgent(BaseAgent):
         action = None
         attempt = 0
         messages = fit_messages(self.lm, messages, self.sampling["max_tokens"], "policy")
+        choices = (env.legal_actions() or None) if self.constrain else None
         for attempt in range(retries + 1):
             request = ChatRequest(messages, Sampling(n=1, seed=self._seed(episode, attempt),
+                                                     choices=choices,
+                                                     answer_phrase=self.answer_phrase,
                                                      **self.sampling), role="policy")
             completion = (await call(self.lm, request, episode.usage))[0]
             raw = completion.text

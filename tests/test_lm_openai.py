@@ -260,3 +260,23 @@ def test_a_programming_error_propagates_at_once_with_its_traceback(monkeypatch, 
             asyncio.run(lm.complete(req()))
     assert len(attempts) == 1 and not caplog.records and srv.attempts == 0
     assert any(frame.name == "create" for frame in err.traceback)   # the bug's own frame
+
+
+def test_choices_go_as_a_structured_outputs_regex():
+    """Constrained answers (docs/methods/parsing.md#constrained-answers): the body carries the
+    regex as vLLM's OpenAI-compatible server reads it, next to the model's extra_body."""
+    import re
+
+    from clew.agents.lm.base import choices_regex
+
+    with FakeServer() as srv:
+        lm = load_model(f"openai:{srv.url}#tiny", shared=False, extra_body={"top_k": 5})
+        asyncio.run(lm.complete(req(choices=["up", "backtrack S1"])))
+        asyncio.run(lm.complete(req()))
+    constrained, free = srv.bodies
+    regex = constrained["structured_outputs"]["regex"]
+    assert regex == choices_regex(["up", "backtrack S1"]) and constrained["top_k"] == 5
+    assert re.fullmatch(regex, "I go.\nNext action: ```backtrack S1```")
+    assert not re.fullmatch(regex, "Next action: ```down```")
+    assert "structured_outputs" not in free and lm.extra_body == {
+        "top_k": 5, "min_p": 0.0, "repetition_penalty": 1.0}

@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from clew.agents.parsing import ANSWER_PHRASE
 from clew.agents.usage import Usage
 
 Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": ...}
@@ -64,6 +65,17 @@ def estimate_tokens(messages: list[Message]) -> int:
 
 @dataclass
 class Sampling:
+    """How to sample a request's ``n`` completions.
+
+    ``choices`` constrains the answer (docs/methods/parsing.md#constrained-answers): every
+    completion then ends with ``answer_phrase``, a space and one of ``choices`` inside a
+    triple-backtick fence, exactly as the action parser reads it
+    (``Next action: ```up``` ``, :func:`answer_suffix`); the text before the phrase
+    (reasoning, ``Assessment: ...``) stays free. ``None`` (the default) constrains nothing.
+    Each backend guarantees it its own way: hf scores the choices (exact), vLLM and vLLM's
+    OpenAI server decode under :func:`choices_regex`.
+    """
+
     n: int = 1
     temperature: float = 1.0
     top_p: float = 1.0
@@ -71,6 +83,29 @@ class Sampling:
     stop: list[str] | None = None
     seed: int | None = None
     logprobs: int | None = None
+    #: the answers allowed after ``answer_phrase`` (None: unconstrained)
+    choices: list[str] | None = None
+    #: the phrase a constrained answer follows (the parser's ``ANSWER_PHRASE``)
+    answer_phrase: str = ANSWER_PHRASE
+
+
+#: the fence around a constrained answer (``Next action: ```up``` ``)
+FENCE = "```"
+
+
+def answer_suffix(choice: str, phrase: str = ANSWER_PHRASE) -> str:
+    """How a constrained completion ends: ``Next action: ```CHOICE``` ``."""
+    return f"{phrase} {FENCE}{choice}{FENCE}"
+
+
+def choices_regex(choices: list[str], phrase: str = ANSWER_PHRASE) -> str:
+    """A regex for structured-output decoders (vLLM): free text, then the answer phrase and
+    one of ``choices`` in the fence, then the end."""
+    def escape(text: str) -> str:   # re.escape, spaces left bare (xgrammar warns on "\ ")
+        return re.escape(text).replace("\\ ", " ")
+
+    options = "|".join(escape(c) for c in choices)
+    return rf"[\s\S]*{escape(f'{phrase} {FENCE}')}({options}){escape(FENCE)}"
 
 
 @dataclass

@@ -2,6 +2,11 @@
 
 Every request it receives is kept in ``calls`` so tests can assert call patterns (one request
 with ``n`` samples for a policy, two concurrent debate arguments, ...).
+
+Constrained answers (``Sampling.choices``): a scripted text whose answer (read without an env,
+:func:`clew.agents.parsing.answer_text`) is one of the choices is returned as it is; any other
+gets the first choice's answer line appended (``\nNext action: ```CHOICE``` ``), so an agent
+asking for choices always reads one of them.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from clew.agents.lm.base import (
     ContextLengthError,
     LanguageModel,
     LMError,
+    answer_suffix,
 )
+from clew.agents.parsing import answer_text
 from clew.agents.usage import Usage
 
 Responder = Callable[[ChatRequest, int], str]
@@ -72,6 +79,10 @@ class FakeLM(LanguageModel):
                 text, reason = self._next(req), "stop"
                 if isinstance(text, tuple):
                     text, reason = text
+                choices = req.sampling.choices
+                if choices and answer_text(text, req.sampling.answer_phrase) not in choices:
+                    suffix = answer_suffix(choices[0], req.sampling.answer_phrase)
+                    text, reason = (f"{text}\n{suffix}" if text else suffix), "stop"
                 comps.append(Completion(text, reason, Usage(prompt_tokens, len(text.split()), 1)))
             out.append(comps)
         return out

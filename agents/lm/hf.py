@@ -23,6 +23,22 @@ sampled requests batch freely. Greedy requests batch regardless of seed. Logprob
 for, are those of the raw model distribution (before temperature / top-p), as vLLM reports them,
 one ``{"token", "logprob", "id", "top_logprobs": [{"token", "logprob", "id"}, ...]}`` per
 generated token, best first (the shape every backend returns; the openai one has no ids).
+
+Constrained answers (``Sampling.choices``, docs/methods/parsing.md#constrained-answers), exactly
+rather than by rejection: (a) the free part is generated with the answer phrase as one more stop
+string and a budget of ``max_tokens`` minus the tokens of the longest answer (line break,
+phrase, fence, choice, fence, end of turn; at least one token); (b) the phrase and an opening
+fence follow it (a line break first when the model stopped mid-line without writing the
+phrase); (c) each
+choice's continuation, ``CHOICE`` + closing fence + end of turn (any of the model's EOS tokens),
+is scored by its total log-probability after that text, all choices of all rows in one
+left-padded forward pass (chunks of ``max_batch_size`` sequences); (d) greedy takes the argmax,
+sampling draws from ``softmax(logprob / temperature)`` (top-p is not applied) with a generator
+seeded by the request's seed, each of the ``n`` samples on its own; (e) the text is the free part,
+the phrase and the fenced choice, finish reason ``stop``; its completion tokens are the free
+part's generated tokens plus those of the text appended and the end-of-turn token, as a
+constrained decoder would have generated them. Logprobs are not returned with choices (an
+error).
 """
 
 from __future__ import annotations
@@ -45,11 +61,14 @@ except ImportError:  # older tokenizers
     DecodeStream = None
 
 from clew.agents.lm.base import (
+    FENCE,
     ChatRequest,
     Completion,
     ContextLengthError,
     LanguageModel,
     LMError,
+    Sampling,
+    answer_suffix,
 )
 from clew.agents.lm.sampling import cut_at_stop, validate_sampling
 from clew.agents.usage import Usage
@@ -126,6 +145,8 @@ class HFModel(LanguageModel):
     async def generate(self, requests: list[ChatRequest]) -> list[list[Completion]]:
         for r in requests:
             validate_sampling(self.name, r.sampling)
+            if r.sampling.choices and r.sampling.logprobs is not None:
+                raise LMError(f"{self.name}: sampling logprobs are not returned with choices")
         self._ensure_worker()
         futures = []
         for r in requests:
@@ -148,6 +169,10 @@ class HFModel(LanguageModel):
         """Token ids of the rendered chat prompt (what usage counts as prompt tokens)."""
         text = self.tokenizer.apply_chat_template(messages, tokenize=False,
                                                   add_generation_prompt=True)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def text_ids(self, text: str) -> list[int]:
+        """Token ids of a piece of completion text (no special tokens added)."""
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def decode(self, prompt_ids: list[int], tokens: list[int]) -> str:
@@ -239,25 +264,33 @@ class HFModel(LanguageModel):
             return ("seeded", id(job))
         return ("sample", s.temperature, s.top_p)
 
+    def _free_limits(self, s: Sampling) -> tuple[list[str], int]:
+        """Stop strings and token budget of a row's generated text. With choices that is the free
+        part: the answer phrase stops it, and the longest answer's tokens stay unspent."""
+        stops = list(s.stop or [])
+        if not s.choices:
+            return stops, s.max_tokens
+        longest = max(len(self.text_ids("\n" + answer_suffix(c, s.answer_phrase)))
+                      for c in s.choices)
+        return [*stops, s.answer_phrase], max(1, s.max_tokens - longest - 1)
+
     def _generate_group(self, group: list[_Job]) -> list[list[Completion]]:
         first = group[0].request.sampling
         greedy = first.temperature <= 0
         rows: list[tuple[int, _Job]] = []  # (job index, job) per generated row
         for i, job in enumerate(group):
             rows.extend([(i, job)] * (1 if greedy else job.request.sampling.n))
+        limits = [self._free_limits(job.request.sampling) for _, job in rows]
         padded = self.tokenizer.pad({"input_ids": [job.prompt_ids for _, job in rows]},
                                     padding=True, return_tensors="pt")
         input_ids = padded["input_ids"].to(self.device)
         attention = padded["attention_mask"].to(self.device)
-        criteria = _RowStops(
-            self.tokenizer, input_ids.shape[1], self.eos_ids,
-            [job.request.sampling.stop or [] for _, job in rows],
-            [job.request.sampling.max_tokens for _, job in rows],
-        )
+        criteria = _RowStops(self.tokenizer, input_ids.shape[1], self.eos_ids,
+                             [stops for stops, _ in limits], [budget for _, budget in limits])
         want_logprobs = any(job.request.sampling.logprobs is not None for job in group)
         kwargs: dict[str, Any] = {
             "input_ids": input_ids, "attention_mask": attention,
-            "max_new_tokens": max(job.request.sampling.max_tokens for job in group),
+            "max_new_tokens": max(budget for _, budget in limits),
             "stopping_criteria": [criteria], "pad_token_id": self.tokenizer.pad_token_id,
             "eos_token_id": sorted(self.eos_ids), "repetition_penalty": 1.0,
             "return_dict_in_generate": True, "output_logits": want_logprobs,
@@ -276,24 +309,102 @@ class HFModel(LanguageModel):
             else:
                 out = self.model.generate(**kwargs)
         generated = out.sequences[:, input_ids.shape[1]:]
-        per_job: list[list[Completion]] = [[] for _ in group]
-        for r, (i, job) in enumerate(rows):
+        comps: list[Completion] = []
+        constrained: list[tuple[int, bool]] = []   # rows answered below, and wrote_phrase
+        for r, (_, job) in enumerate(rows):
             s = job.request.sampling
             end, reason = criteria.result(r, generated.shape[1])
             tokens = generated[r, :end].tolist()
-            text = self.decode(job.prompt_ids, tokens)
-            text, cut = cut_at_stop(text, s.stop)
+            full = self.decode(job.prompt_ids, tokens)
+            text, cut = cut_at_stop(full, limits[r][0])
             if cut:
                 reason = "stop"
             logprobs = None
             if s.logprobs is not None:
                 logprobs = self._logprobs(out.logits, r, tokens, s.logprobs)
-            per_job[i].append(Completion(text, reason,
-                                         Usage(len(job.prompt_ids), len(tokens), 1), logprobs))
+            comps.append(Completion(text, reason,
+                                    Usage(len(job.prompt_ids), len(tokens), 1), logprobs))
+            if s.choices:   # did the model write the phrase (its free part stopped there)?
+                constrained.append((r, cut and full[len(text):].startswith(s.answer_phrase)))
+        if constrained:
+            self._answer([comps[r] for r, _ in constrained], [rows[r][1] for r, _ in constrained],
+                         [wrote for _, wrote in constrained])
+        per_job: list[list[Completion]] = [[] for _ in group]
+        for (i, _), comp in zip(rows, comps):
+            per_job[i].append(comp)
         if greedy:  # n copies of the one greedy decode
             for i, job in enumerate(group):
                 per_job[i] = per_job[i] * job.request.sampling.n
         return per_job
+
+    # --- constrained answers -------------------------------------------------------------
+    def _answer(self, comps: list[Completion], jobs: list[_Job], wrote_phrase: list[bool]
+                ) -> None:
+        """Complete each free part (``comps``, in place) with its phrase and a chosen answer
+        (see the module docstring): all choices of all rows are scored together; each request
+        draws its rows' answers from one generator seeded by its seed."""
+        heads, contexts = [], []
+        for comp, job, wrote in zip(comps, jobs, wrote_phrase):
+            phrase = job.request.sampling.answer_phrase
+            free = comp.text
+            if free and not wrote and not free[-1].isspace():
+                free += "\n"
+            head = f"{free}{phrase} {FENCE}"
+            heads.append(head)
+            contexts.append(job.prompt_ids + self.text_ids(head))
+        scores = self.choice_logprobs(contexts, [job.request.sampling.choices for job in jobs])
+        generators: dict[int, torch.Generator | None] = {}
+        for comp, job, head, lps, wrote in zip(comps, jobs, heads, scores, wrote_phrase):
+            s = job.request.sampling
+            if s.temperature <= 0:
+                k = max(range(len(lps)), key=lps.__getitem__)
+            else:
+                if id(job) not in generators:
+                    generators[id(job)] = (None if s.seed is None
+                                           else torch.Generator().manual_seed(s.seed))
+                probs = torch.softmax(torch.tensor(lps) / s.temperature, dim=0)
+                k = int(torch.multinomial(probs, 1, generator=generators[id(job)]))
+            forced = f"{head}{s.choices[k]}{FENCE}"[len(comp.text):]
+            if wrote:   # its tokens were generated (and counted) already
+                forced = forced.removeprefix(s.answer_phrase)
+            comp.text = f"{head}{s.choices[k]}{FENCE}"
+            comp.finish_reason = "stop"
+            comp.usage = Usage(comp.usage.prompt_tokens, comp.usage.completion_tokens
+                               + len(self.text_ids(forced)) + 1, 1)
+
+    def choice_logprobs(self, contexts: list[list[int]], choices: list[list[str]]
+                        ) -> list[list[float]]:
+        """Per context, the log-probability of each choice's continuation: ``CHOICE`` and the
+        closing fence, then the end of the turn (any EOS token). One left-padded forward pass
+        per ``max_batch_size`` sequences, logits kept only for the continuations' positions."""
+        seqs = [(ctx, self.text_ids(c + FENCE)) for ctx, cs in zip(contexts, choices) for c in cs]
+        eos = torch.tensor(sorted(self.eos_ids), device=self.device)
+        flat: list[float] = []
+        for start in range(0, len(seqs), self.max_batch_size):
+            chunk = seqs[start:start + self.max_batch_size]
+            width = max(len(ctx) + len(cont) for ctx, cont in chunk)
+            keep = max(len(cont) for _, cont in chunk) + 1
+            pad = self.tokenizer.pad_token_id
+            ids = torch.tensor([[pad] * (width - len(ctx) - len(cont)) + ctx + cont
+                                for ctx, cont in chunk], device=self.device)
+            mask = torch.tensor([[0] * (width - len(ctx) - len(cont)) + [1] * (len(ctx) + len(cont))
+                                 for ctx, cont in chunk], device=self.device)
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)   # as generate() sets them
+            with torch.inference_mode():
+                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                    logits_to_keep=keep).logits
+            logp = torch.log_softmax(logits.float(), dim=-1)   # the last `keep` positions
+            for row, (_, cont) in enumerate(chunk):
+                # the j-th continuation token is predicted at column keep - 1 - len(cont) + j
+                at = keep - 1 - len(cont)
+                total = sum(float(logp[row, at + j, tok]) for j, tok in enumerate(cont))
+                total += float(torch.logsumexp(logp[row, keep - 1, eos], dim=0))
+                flat.append(total)
+        out, i = [], 0
+        for cs in choices:
+            out.append(flat[i:i + len(cs)])
+            i += len(cs)
+        return out
 
     def _logprobs(self, logits: tuple, row: int, tokens: list[int], top: int) -> list[dict]:
         out = []

