@@ -265,6 +265,13 @@ class Loop:
         cfg = self.cfg
         spec = cfg.search if r == 1 or cfg.next_search is None else cfg.next_search
         if r > 1:
+            missing = [k for k, path in self.models(r - 1).items()
+                       if "{" + k + "}" in json.dumps(spec.agent_options)
+                       and not (Path(path) / "config.json").exists()]
+            if missing:
+                raise ConfigError(f"next_search: round {r} searches with the "
+                                  f"{'/'.join(missing)} model of round {r - 1}, which was not "
+                                  "trained (no samples: see its data/export_report.json)")
             spec = spec.model_copy(update={"agent_options": fill(
                 spec.agent_options, self.models(r - 1) | {"out": str(self.out)})})
         runs = []
@@ -297,7 +304,7 @@ class Loop:
         from clew.training.sft import train
 
         results: dict[str, Any] = {}
-        self.build_tiny(r)
+        self.build_tiny(r, sizes)
         for kind in self.cfg.distill:
             subset = "el" if kind == "el" else "il_all"
             if not sizes.get(subset):
@@ -322,7 +329,7 @@ class Loop:
                          f"({res['logged']} logged steps)")
         return results
 
-    def build_tiny(self, r: int) -> None:
+    def build_tiny(self, r: int, sizes: dict[str, int]) -> None:
         """Build a ``tiny:`` base model that does not exist yet, its tokenizer trained on this
         round's chats (``tiny_tokenizer: data``; docs/methods/loop.md#compact-samples)."""
         from clew.agents.lm.tiny import build_tiny_model
@@ -337,7 +344,7 @@ class Loop:
         texts = []
         for subset in ("el", "il_all"):
             folder = self.out / f"round-{r}" / "data" / subset
-            if folder.exists():
+            if sizes.get(subset):  # an empty saved dataset does not load
                 texts += [m["content"] for row in load_chat_dataset(folder)
                           for m in row["messages"]]
         if texts:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 from clew.eval.config import ConfigError, load_config
-from clew.eval.loop import LoopConfig, fill, run_loop, standard_errors_apart
+from clew.eval.loop import AgentSpec, LoopConfig, fill, run_loop, standard_errors_apart
 from clew.scripts.cli import main
 
 TINY_TRAIN = ["train.max_steps=2", "train.logging_steps=1"]
@@ -86,7 +86,8 @@ def test_loop_rounds_resume_and_expert_iteration(tmp_path, capsys):
                              "max_tokens": 16}}}
     cfg2 = cfg.model_copy(update={"rounds": 2, "next_search": None})
     with pytest.raises(ConfigError, match="differs"):  # next_search changed: refused
-        run_loop(cfg2.model_copy(update={"next_search": nxt}), resume=True, say=said.append,
+        run_loop(cfg2.model_copy(update={"next_search": AgentSpec(**nxt)}), resume=True,
+                 say=said.append,
                  html=False)
     said.clear()
     loop = run_loop(cfg2, resume=True, say=said.append, html=False)
@@ -107,8 +108,10 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path):
         "roles": "heuristic", "search": {"n_simulations": 2, "branching_factor": 2},
         "distilled_policy": {"model": "hf:{el}", "format": "el", "n_samples": 2,
                              "max_tokens": 16}}}
-    cfg = _cfg(tmp_path, extra=["rounds=2", "distill=[el]", "round_agents=[]"])
-    cfg = cfg.model_copy(update={"next_search": nxt, "baselines": [],
+    cfg = _cfg(tmp_path, extra=["rounds=2", "distill=[el]", "round_agents=[]",
+                                "limit_repeats=2", "search.agent_options.value.noise=0.0",
+                                "search.agent_options.policy.prior=oracle"])
+    cfg = cfg.model_copy(update={"next_search": AgentSpec(**nxt), "baselines": [],
                                  "families": [f for f in cfg.families
                                               if f.name in ("gridmap", "textminigrid")]})
     cfg = cfg.model_copy(update={"train_suite": "gridmap-mini:train",
