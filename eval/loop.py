@@ -109,6 +109,7 @@ class LoopConfig(BaseModel):
                                  "distilled agent at evaluation (context_tokens): the same")
     baselines: list[AgentSpec] = Field(default_factory=list)
     round_agents: list[AgentSpec] = Field(default_factory=list)
+    note: str = Field("", description="printed under the agent list of the report")
     parse_failure_rate: float | None = Field(
         None, ge=0, le=1, description="as in clew eval; null: tiny models answer out of format "
                                       "part of the time, which is reported, not a reason to stop")
@@ -391,6 +392,8 @@ def report(loop: Loop) -> str:
     what = [f"  {s.label:18s} {s.about or s.agent + ' ' + json.dumps(s.agent_options)}"
             for s in (*cfg.baselines, *cfg.round_agents)]
     lines += ["Agents (rN = trained in round N):", *what, ""]
+    if cfg.note:
+        lines += [cfg.note, ""]
     for fam in cfg.families:
         rows = [(name, aggregate(RunDir(run).episodes())) for name, run in loop.rows()[fam.name]]
         cap = f"at most {fam.max_steps} actions" if fam.max_steps else "the env's own budget"

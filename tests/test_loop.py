@@ -128,9 +128,13 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path):
 @pytest.mark.slow
 def test_cpu_experiment_smoke(tmp_path, capsys):
     """The CPU experiment's config at its smallest, through the command line."""
-    rc = main(["loop", "--config", "cpu-experiment", "--out", str(tmp_path / "x"), "--no-html",
+    rc = main(["loop", "--config", "cpu-experiment", "--out", str(tmp_path / "x"),
                "limit_train=1", "limit_test=1", "limit_repeats=1", *TINY_TRAIN])
     assert rc == 0
     text = capsys.readouterr().out
     assert "r1 mcts-el-policy" in text and "r1 el-distilled" in text
     assert "learned+search" in text
+    # per-family report pages with plots, as clew report writes them
+    for fam in ("gridmap", "textminigrid"):
+        assert (tmp_path / "x" / "report" / fam / "report.html").exists()
+        assert list((tmp_path / "x" / "report" / fam / "plots").glob("*.png")), fam
