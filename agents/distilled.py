@@ -65,11 +65,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from clew.agents.base import BaseAgent, Decision, Episode, StepRecord
 from clew.agents.fitting import fit_messages
-from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, Message, Sampling
+from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
 from clew.agents.lm.calls import call
 from clew.agents.options import ACT_SAMPLING, DistilledPolicyOptions
 from clew.agents.parsing import ANSWER_PHRASE, answer_text, record
-from clew.agents.policy import Proposal, merge_samples
+from clew.agents.policy import LMPolicy, Proposal
 from clew.agents.prompts import labelled
 from clew.agents.seeds import derive_seed
 from clew.envs.base import Env
@@ -77,7 +77,6 @@ from clew.envs.trace import BACKTRACK_RE, parse_backtrack  # noqa: F401  (shared
 
 if TYPE_CHECKING:
     from clew.agents.prompts import Context
-    from clew.agents.usage import UsageByRole
 
 BACKTRACK_TURN = ("This branch is not leading toward the goal, so I will return to an earlier "
                   "state and try a different option.")
@@ -370,7 +369,7 @@ def chat_at(ctx: Context, fmt: Format = "el") -> list[Message]:
     return messages
 
 
-class DistilledPolicy:
+class DistilledPolicy(LMPolicy):
     """A search policy from a model fine-tuned by ``clew train``
     (docs/methods/exploratory-learning.md#as-a-search-policy).
 
@@ -387,6 +386,9 @@ class DistilledPolicy:
     * ``kind`` is ``learned``: a search agent with this policy reports as ``learned+search``.
     * ``constrain`` (option): the env's legal actions go as ``Sampling.choices`` (no backtracks:
       the tree does its own going back); an env without a list is not constrained.
+
+    Requests, reading and merging are :class:`~clew.agents.policy.LMPolicy`'s; only the model,
+    the chat and the reading of one completion differ.
     """
 
     kind = "learned"
@@ -410,8 +412,9 @@ class DistilledPolicy:
             self._lm = load_model(self.options.model, **self.options.model_options)
         return self._lm
 
-    def messages(self, ctx: Context) -> list[Message]:
-        """The request's chat: :func:`chat_at`, elided and fitted to the context."""
+    def messages(self, ctx: Context, reflections: Sequence[dict] = ()) -> list[Message]:
+        """The request's chat: :func:`chat_at`, elided and fitted to the context (reflections
+        are not shown: the model was not trained with them)."""
         return fit_chat(self.lm, chat_at(ctx, self.format), self.sampling["max_tokens"],
                         self.options.max_history_pairs, self.options.context_tokens)
 
@@ -427,36 +430,3 @@ class DistilledPolicy:
             return Proposal(None, "", text, 1)
         action = str(action)
         return Proposal(action, env.canonical(action), text, 1, 0.0, bool(env.is_stop(action)))
-
-    def _read(self, ctx: Context, comps: Sequence[Completion],
-              usage: UsageByRole | None) -> list[Proposal]:
-        props = [self.parse(ctx, c.text, c.finish_reason) for c in comps]
-        record(usage, "policy", self.lm.spec, [(p.action is not None, p.raw) for p in props])
-        return props
-
-    async def propose(self, ctx: Context, reflections: Sequence[dict] = (),
-                      usage: UsageByRole | None = None, n: int | None = None) -> list[Proposal]:
-        request = ChatRequest(
-            self.messages(ctx),
-            Sampling(n=n or self.n, seed=derive_seed(ctx.seed, "policy"),
-                     choices=self._choices(ctx), **self.sampling),
-            role="policy")
-        comps = await call(self.lm, request, usage)
-        return merge_samples(self._read(ctx, comps, usage), self.b)
-
-    def _choices(self, ctx: Context) -> list[str] | None:
-        if not self.options.constrain:
-            return None
-        return [str(a) for a in ctx.env.legal_actions()] or None
-
-    async def act_once(self, ctx: Context, usage: UsageByRole | None = None) -> Proposal:
-        """One sample with the distilled agent's sampling (ReAct's temperature and top-p)."""
-        request = ChatRequest(self.messages(ctx),
-                              Sampling(n=1, temperature=ACT_SAMPLING.temperature,
-                                       top_p=ACT_SAMPLING.top_p,
-                                       max_tokens=self.sampling["max_tokens"],
-                                       seed=derive_seed(ctx.seed, "react"),
-                                       choices=self._choices(ctx)), role="policy")
-        comps = await call(self.lm, request, usage)
-        props = self._read(ctx, comps, usage)
-        return props[0] if props else Proposal(None, "", "", 1)
