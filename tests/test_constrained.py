@@ -171,11 +171,16 @@ def test_tasks_without_legal_actions_are_not_constrained():
     assert lm.calls[0].sampling.choices is None
 
 
-def test_lm_policy_proposes_and_acts_with_the_legal_actions_as_choices():
+def gridmap_root():
+    """A gridmap env after reset and the search context at its root."""
     task = gridmap_task()
     env = make_for(task)
     first = env.reset(task)
-    ctx = task_context(env, task.id).at([first.text], [], [], env=env)
+    return env, task_context(env, task.id).at([first.text], [], [], env=env)
+
+
+def test_lm_policy_proposes_and_acts_with_the_legal_actions_as_choices():
+    env, ctx = gridmap_root()
     lm = FakeLM(lambda req, i: "Next action: ```nowhere```")
     policy = LMPolicy(lm, 2, PolicyOptions(constrain=True, n_samples_min=3))
     props = asyncio.run(policy.propose(ctx))
@@ -187,10 +192,7 @@ def test_lm_policy_proposes_and_acts_with_the_legal_actions_as_choices():
 
 
 def test_distilled_policy_sends_the_legal_actions_as_choices():
-    task = gridmap_task()
-    env = make_for(task)
-    first = env.reset(task)
-    ctx = task_context(env, task.id).at([first.text], [], [], env=env)
+    env, ctx = gridmap_root()
     lm = FakeLM(lambda req, i: "Next action: ```backtrack S0```")
     policy = DistilledPolicy(DistilledPolicyOptions(model=lm, n_samples=2, constrain=True), 2)
     props = asyncio.run(policy.propose(ctx))
