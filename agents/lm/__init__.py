@@ -8,5 +8,12 @@ from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError,
 from clew.agents.lm.fake import FakeLM
 from clew.agents.lm.spec import load_model
 
-__all__ = ["ChatRequest", "Completion", "LanguageModel", "LMError", "Sampling", "FakeLM",
-           "load_model"]
+__all__ = [
+           "ChatRequest",
+           "Completion",
+           "FakeLM",
+           "LMError",
+           "LanguageModel",
+           "Sampling",
+           "load_model",
+]

@@ -148,6 +148,23 @@ class LanguageModel(ABC):
         return None
 
 
+class LocalTokenizerModel(LanguageModel):
+    """A backend that holds the model's own tokenizer (``self.tokenizer``: hf, vLLM): prompts
+    are counted exactly as the model renders them."""
+
+    tokenizer: Any
+
+    def count_tokens(self, messages: list[Message]) -> int:
+        """Tokens of the rendered chat prompt, with the model's tokenizer."""
+        return len(self.prompt_ids(messages))
+
+    def prompt_ids(self, messages: list[Message]) -> list[int]:
+        """Token ids of the rendered chat prompt (what usage counts as prompt tokens)."""
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                  add_generation_prompt=True)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
 def request_usage(completions: list[Completion]) -> Usage:
     """Usage of one request: the prompt is counted once, completions summed, one call."""
     if not completions:

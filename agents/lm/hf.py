@@ -65,8 +65,8 @@ from clew.agents.lm.base import (
     ChatRequest,
     Completion,
     ContextLengthError,
-    LanguageModel,
     LMError,
+    LocalTokenizerModel,
     Sampling,
     answer_suffix,
 )
@@ -81,7 +81,7 @@ class _Job:
     prompt_ids: list[int] = field(default_factory=list)
 
 
-class HFModel(LanguageModel):
+class HFModel(LocalTokenizerModel):
     """Hugging Face transformers model with an optional PEFT adapter, batched across callers."""
 
     def __init__(self, path: str | Path, adapter: str | Path | None = None, *,
@@ -160,16 +160,6 @@ class HFModel(LanguageModel):
             self._queue.put(None)
             await asyncio.to_thread(self._thread.join)
             self._thread = None
-
-    def count_tokens(self, messages: list[dict[str, str]]) -> int:
-        """Tokens of the rendered chat prompt, with the model's tokenizer."""
-        return len(self.prompt_ids(messages))
-
-    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        """Token ids of the rendered chat prompt (what usage counts as prompt tokens)."""
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                  add_generation_prompt=True)
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def text_ids(self, text: str) -> list[int]:
         """Token ids of a piece of completion text (no special tokens added)."""

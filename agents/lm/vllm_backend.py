@@ -83,8 +83,8 @@ from clew.agents.lm.base import (
     ChatRequest,
     Completion,
     ContextLengthError,
-    LanguageModel,
     LMError,
+    LocalTokenizerModel,
     Sampling,
     answer_suffix,
     choices_regex,
@@ -237,7 +237,7 @@ def _model_context(model: str, trust_remote_code: bool) -> int | None:
     return min(lengths, default=None)
 
 
-class VLLMModel(LanguageModel):
+class VLLMModel(LocalTokenizerModel):
     """A vLLM ``AsyncLLM`` engine on a background event loop; see the module docstring."""
 
     def __init__(self, model: str, adapter: str | None = None, *, dtype: str = "auto",
@@ -349,16 +349,6 @@ class VLLMModel(LanguageModel):
         futures = [asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._one(r), self._loop))
                    for r in requests]
         return list(await asyncio.gather(*futures))
-
-    def count_tokens(self, messages: list[dict[str, str]]) -> int:
-        """Tokens of the rendered chat prompt, with the model's tokenizer."""
-        return len(self.prompt_ids(messages))
-
-    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        """Token ids of the rendered chat prompt (the same rendering as the hf backend)."""
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False,
-                                                  add_generation_prompt=True)
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
