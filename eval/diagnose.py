@@ -564,6 +564,15 @@ def _nan_to_none(x: Any) -> Any:
     return x
 
 
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot(doc: dict[str, Any], folder: Path) -> list[Path]:
     """Reliability diagram and error by depth, per value kind; the files written."""
     import matplotlib.pyplot as plt
@@ -585,11 +594,7 @@ def plot(doc: dict[str, Any], folder: Path) -> list[Path]:
         ax.set_ylim(0, 1.02)
         ax.legend(fontsize=8)
         ax.set_title("Value reliability")
-        fig.tight_layout()
-        path = folder / "reliability.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(_save(fig, folder / "reliability.png"))
         fig, ax = plt.subplots(figsize=(5, 3.5))
         for kind, v in value.items():
             ds = [(d, s) for d, s in v["by_depth"].items() if s["n"]]
@@ -598,11 +603,7 @@ def plot(doc: dict[str, Any], folder: Path) -> list[Path]:
         ax.set_xlabel("depth in the tree")
         ax.legend(fontsize=8)
         ax.set_title("Value error by depth")
-        fig.tight_layout()
-        path = folder / "by_depth.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(_save(fig, folder / "by_depth.png"))
     return written
 
 

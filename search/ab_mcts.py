@@ -45,16 +45,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from clew.search.algorithm import SearchConfig, SearchResult, search_rng
+from clew.search.algorithm import Configured, SearchConfig, SearchResult, search_rng
 from clew.search.frontier import replay_path
-from clew.search.mcts import backup
 from clew.search.nodes import (
     SearchHooks,
     budget_spent,
-    estimate,
     evaluate_node,
     expand_node,
     may_stop_early,
+    settle,
+    start_tree,
     step_edge,
 )
 from clew.search.tree import Edge, Node, Tree
@@ -196,9 +196,7 @@ async def ab_mcts(hooks: SearchHooks, root_obs: str | None, cfg: ABMCTSConfig,
     """Simulate until a budget is spent or the tree is exhausted (see the module docstring)."""
     t0 = clock()
     rng = search_rng(hooks, cfg.algorithm, root_obs)
-    hooks.to_root()
-    tree = Tree.with_root(root_obs)
-    await expand_node(tree, tree.root, hooks, cfg)                # root expansion: free
+    tree = await start_tree(hooks, root_obs, cfg)
     scores = Scores({}, {})
     result: SearchResult | None = None
     try:
@@ -209,14 +207,10 @@ async def ab_mcts(hooks: SearchHooks, root_obs: str | None, cfg: ABMCTSConfig,
             path, child = await _simulate(tree, hooks, cfg, scores, rng)
             tree.traversals.append([e.edge_id for e in path])
             tree.counters["simulations"] += 1
-            score = estimate(child)               # unknown is never 0 (module docstring)
+            score = settle(tree, path, child)    # unknown is never 0 (module docstring)
             if score is None:
-                tree.counters["unbacked"] = tree.counters.get("unbacked", 0) + 1
                 continue
-            if child.value is None:
-                child.info["backed_up_estimate"] = score
             scores.record(child, score)
-            backup(path, score)
             if may_stop_early(child, score, cfg):
                 tree.counters["stopped_by"] = "value_one"
                 result = SearchResult.of(tree, "path", path)
@@ -230,14 +224,10 @@ async def ab_mcts(hooks: SearchHooks, root_obs: str | None, cfg: ABMCTSConfig,
     return result
 
 
-class ABMCTS:
+class ABMCTS(Configured):
     """The registered ``ab-mcts`` algorithm (AB-MCTS-A, Thompson sampling)."""
 
     Config = ABMCTSConfig
-
-    def __init__(self, config: ABMCTSConfig, clock: Callable[[], float] = time.perf_counter):
-        self.config = config
-        self.clock = clock
 
     async def plan(self, hooks: SearchHooks, root_obs: str | None) -> SearchResult:
         return await ab_mcts(hooks, root_obs, self.config, self.clock)

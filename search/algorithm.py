@@ -20,6 +20,8 @@ from what the tree predicted (``docs/methods/rmcts.md``).
 from __future__ import annotations
 
 import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol
 
@@ -82,6 +84,15 @@ class SearchAlgorithm(Protocol):
     config: SearchConfig
 
     async def plan(self, hooks: SearchHooks, root_obs: str | None) -> SearchResult: ...
+
+
+class Configured:
+    """What the built-in algorithm classes share: the typed config and a clock (a test may pass
+    a fake one); each sets ``Config`` and writes ``plan`` around its search function."""
+
+    def __init__(self, config: SearchConfig, clock: Callable[[], float] = time.perf_counter):
+        self.config = config
+        self.clock = clock
 
 
 def search_rng(hooks: SearchHooks, algorithm: str, root_obs: str | None) -> random.Random:

@@ -12,7 +12,7 @@ terminal: the env ends the episode, an episode rule cuts it, a STOP or NONE edge
 Walks share the tree: a node is expanded (one policy call) the first time a walk reaches it and
 later walks draw from its stored edges, and a terminal node already scored is not asked again
 (a duplicate episode still costs its unit, as in plain best-of-N). Edge statistics are the
-running mean of the episode scores through the edge (:func:`clew.search.mcts.backup`), so the
+running mean of the episode scores through the edge (:func:`clew.search.nodes.backup`), so the
 viewer and the EL exporter read the tree like an MCTS tree.
 
 Decisions (``docs/methods/best-of-n.md#decisions``):
@@ -33,15 +33,15 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from clew.search.algorithm import SearchConfig, SearchResult, search_rng
-from clew.search.mcts import backup
+from clew.search.algorithm import Configured, SearchConfig, SearchResult, search_rng
 from clew.search.nodes import (
     SearchHooks,
     budget_spent,
-    estimate,
     evaluate_node,
     expand_node,
     may_stop_early,
+    settle,
+    start_tree,
     step_edge,
 )
 from clew.search.tree import Edge, Node, Tree
@@ -92,9 +92,7 @@ async def best_of_n(hooks: SearchHooks, root_obs: str | None, cfg: BestOfNConfig
     """Sample episodes until a budget is spent; see the module docstring."""
     t0 = clock()
     rng = search_rng(hooks, cfg.algorithm, root_obs)
-    hooks.to_root()
-    tree = Tree.with_root(root_obs)
-    await expand_node(tree, tree.root, hooks, cfg)                # root expansion: free
+    tree = await start_tree(hooks, root_obs, cfg)
     best: tuple[float, list[Edge]] | None = None
     result: SearchResult | None = None
     try:
@@ -102,13 +100,9 @@ async def best_of_n(hooks: SearchHooks, root_obs: str | None, cfg: BestOfNConfig
             path, leaf = await sample_episode(tree, hooks, cfg, rng)
             tree.traversals.append([e.edge_id for e in path])
             tree.counters["simulations"] += 1
-            score = estimate(leaf)                # unknown is never 0 (module docstring)
+            score = settle(tree, path, leaf)    # unknown is never 0 (module docstring)
             if score is None:
-                tree.counters["unbacked"] = tree.counters.get("unbacked", 0) + 1
                 continue
-            if leaf.value is None:
-                leaf.info["backed_up_estimate"] = score
-            backup(path, score)
             if best is None or score > best[0]:
                 best = (score, path)
             if may_stop_early(leaf, score, cfg):
@@ -127,14 +121,10 @@ async def best_of_n(hooks: SearchHooks, root_obs: str | None, cfg: BestOfNConfig
     return result
 
 
-class BestOfN:
+class BestOfN(Configured):
     """The registered ``best-of-n`` algorithm."""
 
     Config = BestOfNConfig
-
-    def __init__(self, config: BestOfNConfig, clock: Callable[[], float] = time.perf_counter):
-        self.config = config
-        self.clock = clock
 
     async def plan(self, hooks: SearchHooks, root_obs: str | None) -> SearchResult:
         return await best_of_n(hooks, root_obs, self.config, self.clock)

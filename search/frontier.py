@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Literal, Protocol
 
-from clew.search.algorithm import SearchConfig, SearchResult
+from clew.search.algorithm import Configured, SearchConfig, SearchResult
 from clew.search.nodes import (
     SearchHooks,
     budget_spent,
@@ -191,12 +191,8 @@ async def frontier_search(hooks: SearchHooks, root_obs: str | None, cfg: Frontie
     return SearchResult.of(tree, "sequence", best_edge.parent.path_edges() + [best_edge])
 
 
-class _FrontierAlgorithm:
+class _FrontierAlgorithm(Configured):
     Config: type[FrontierConfig] = FrontierConfig
-
-    def __init__(self, config: FrontierConfig, clock: Callable[[], float] = time.perf_counter):
-        self.config = config
-        self.clock = clock
 
     def frontier(self) -> Frontier:
         raise NotImplementedError

@@ -43,18 +43,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from clew.search.algorithm import SearchConfig, SearchResult
+from clew.search.algorithm import Configured, SearchConfig, SearchResult
 from clew.search.nodes import (
     Evaluation,
     SearchHooks,
     add_edges,
     budget_spent,
-    estimate,
     expand_node,
     gather_all,
     may_stop_early,
     propose,
     set_value,
+    settle,
     step_edge,
     value_of,
 )
@@ -120,16 +120,6 @@ def select(node: Node, c_puct: float, q_init: float | str = 0.0,
     if best is None:
         raise ValueError(f"node {node.node_id} has no edges to select from")
     return best
-
-
-def backup(path: Sequence[Edge], value: float) -> None:
-    """Running-mean backup of one leaf value along ``path``."""
-    for edge in reversed(path):
-        edge.q = (edge.n * edge.q + value) / (edge.n + 1)
-        edge.n += 1
-        edge.parent.ns += 1
-        if edge.child is not None:
-            edge.v_next = edge.child.value
 
 
 def best_root_edge(root: Node) -> Edge:
@@ -311,13 +301,7 @@ async def search(hooks: SearchHooks, root_obs: str | None, cfg: MCTSConfig, *,
             await run_wave(tree, wave, cfg)
             top = None
             for s in wave:
-                value = estimate(s.leaf)            # an unknown value is never backed up as 0
-                if value is not None:
-                    backup(s.path, value)
-                else:
-                    tree.counters["unbacked"] = tree.counters.get("unbacked", 0) + 1
-                if s.leaf.value is None and value is not None:
-                    s.leaf.info["backed_up_estimate"] = value
+                value = settle(tree, s.path, s.leaf)  # an unknown value is never backed up as 0
                 tree.add_traversal(s.path)
                 tree.counters["simulations"] += 1
                 if (top is None and s.path and value is not None
@@ -342,14 +326,10 @@ def _stored_q(cfg: MCTSConfig) -> float:
     return 0.0 if cfg.q_init == "parent" else cfg.q_init
 
 
-class MCTS:
+class MCTS(Configured):
     """The registered ``mcts`` algorithm: :func:`search` with PUCT selection."""
 
     Config = MCTSConfig
-
-    def __init__(self, config: MCTSConfig, clock: Callable[[], float] = time.perf_counter):
-        self.config = config
-        self.clock = clock
 
     async def plan(self, hooks: SearchHooks, root_obs: str | None) -> SearchResult:
         return await search(hooks, root_obs, self.config,

@@ -179,6 +179,30 @@ def estimate(node: Node) -> float | None:
     return None
 
 
+def backup(path: Sequence[Edge], value: float) -> None:
+    """Running-mean backup of one leaf value along ``path``."""
+    for edge in reversed(path):
+        edge.q = (edge.n * edge.q + value) / (edge.n + 1)
+        edge.n += 1
+        edge.parent.ns += 1
+        if edge.child is not None:
+            edge.v_next = edge.child.value
+
+
+def settle(tree: Tree, path: Sequence[Edge], leaf: Node) -> float | None:
+    """The end of one simulation: :func:`estimate` of its leaf backed up along ``path`` (and
+    marked on the leaf when it is not the leaf's own value); None, counted in
+    ``counters["unbacked"]``, when nothing is known: an unknown value is never backed up as 0."""
+    score = estimate(leaf)
+    if score is None:
+        tree.counters["unbacked"] = tree.counters.get("unbacked", 0) + 1
+        return None
+    if leaf.value is None:
+        leaf.info["backed_up_estimate"] = score
+    backup(path, score)
+    return score
+
+
 def parsed_share(node: Node) -> float:
     """The share of the value samples of ``node`` that could be read (1 without samples)."""
     record = node.value_record or {}
@@ -197,6 +221,14 @@ async def expand_node(tree: Tree, node: Node, hooks: SearchHooks, cfg: SearchCon
                       q_init: float = 0.0) -> None:
     """Policy proposals for ``node`` (the simulator is at its state) become its edges."""
     add_edges(tree, node, await propose(tree, node, hooks, cfg), cfg.branching_factor, q_init)
+
+
+async def start_tree(hooks: SearchHooks, root_obs: str | None, cfg: SearchConfig) -> Tree:
+    """A tree at the root state with its root expanded (the root expansion is free)."""
+    hooks.to_root()
+    tree = Tree.with_root(root_obs)
+    await expand_node(tree, tree.root, hooks, cfg)
+    return tree
 
 
 async def evaluate_node(tree: Tree, node: Node, hooks: SearchHooks) -> float | None:

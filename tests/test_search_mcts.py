@@ -8,8 +8,8 @@ import random
 from dataclasses import dataclass
 
 import pytest
-from clew.search.mcts import MCTS, MCTSConfig, backup, best_root_edge, select
-from clew.search.nodes import Evaluation, Transition
+from clew.search.mcts import MCTS, MCTSConfig, best_root_edge, select
+from clew.search.nodes import Evaluation, Transition, backup
 from clew.search.tree import Tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
