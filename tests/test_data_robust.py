@@ -61,10 +61,11 @@ def test_empty_subset_warns_with_the_option_and_exits_non_zero_unless_allowed(tm
 
 def test_the_demo_search_into_clew_data_is_not_a_silent_zero(tmp_path, capsys):
     """The path a new user takes: the demo's search, then `clew data` with its defaults."""
-    from clew.scripts.demo import SEARCH_OPTIONS
+    from clew.eval.config import load_yaml
 
+    search = load_yaml("demo", presets="loop")["search"]["agent_options"]["search"]
     run = tmp_path / "search"
-    opts = [f"agent_options.search.{k}={v}" for k, v in SEARCH_OPTIONS["search"].items()]
+    opts = [f"agent_options.search.{k}={v}" for k, v in search.items()]
     assert main(["search", "--agent", "mcts", "--suite", "exploration-v1:train", "--limit", "6",
                  "--out", str(run), "max_steps=40", *opts]) == 0
     capsys.readouterr()
