@@ -217,10 +217,10 @@ class Loop:
             if not resume:
                 raise ConfigError(f"out: {self.out} already holds a loop; add --resume to go on "
                                   "with it, or choose another --out")
-            old = LoopConfig.model_validate(load_yaml(stored))
-            if old.comparable() != self.cfg.comparable():
-                changed = sorted(k for k, v in self.cfg.comparable().items()
-                                 if old.comparable().get(k) != v)
+            old = LoopConfig.model_validate(load_yaml(stored)).comparable()
+            now = self.cfg.comparable()
+            if old != now:
+                changed = sorted(k for k, v in now.items() if old.get(k) != v)
                 raise ConfigError(f"--resume: the config differs from {stored} in "
                                   f"{', '.join(changed)} (only rounds may change)")
             if self.state_file.exists():
@@ -394,8 +394,9 @@ def report(loop: Loop) -> str:
     lines += ["Agents (rN = trained in round N):", *what, ""]
     if cfg.note:
         lines += [cfg.note, ""]
+    evaluated = loop.rows()
     for fam in cfg.families:
-        rows = [(name, aggregate(RunDir(run).episodes())) for name, run in loop.rows()[fam.name]]
+        rows = [(name, aggregate(RunDir(run).episodes())) for name, run in evaluated[fam.name]]
         cap = f"at most {fam.max_steps} actions" if fam.max_steps else "the env's own budget"
         lines.append(f"## {fam.name}  ({', '.join(fam.envs)}; {cap} per episode)\n")
         if fam.note:
