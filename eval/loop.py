@@ -89,6 +89,9 @@ class LoopConfig(BaseModel):
     limit_test: int | None = Field(None, ge=1, description="first N test tasks per family")
     limit_repeats: int | None = Field(
         None, ge=1, description="caps every repeat count at N (a smoke run of a large config)")
+    limit_test_steps: int | None = Field(
+        None, ge=1, description="caps the action cap of every test episode at N (a smoke run; "
+                                "the search that makes the data keeps its families' caps)")
     concurrency: int = Field(4, ge=1)
     search: AgentSpec
     next_search: AgentSpec | None = Field(
@@ -101,6 +104,9 @@ class LoopConfig(BaseModel):
     train: dict[str, Any] = Field(
         default_factory=dict, description="clew train options; 'preset' names a train preset "
                                           "they go on top of (data and output_dir are the loop's)")
+    train_jobs: int = Field(
+        1, ge=1, description="models trained at once, each in a process of its own (the tiny "
+                             "model trains on one core: 2 on a 2-core machine)")
     tiny_tokenizer: Literal["builtin", "data"] = Field(
         "data", description="a tiny: base model not built yet gets its tokenizer trained on the "
                             "first round's chats (data) or on clew's built-in lines")
@@ -129,8 +135,9 @@ class LoopConfig(BaseModel):
         return self
 
     def comparable(self) -> dict[str, Any]:
-        """What must not change when a loop resumes (``rounds`` may grow)."""
-        return self.model_dump(exclude={"rounds", "out"})
+        """What must not change when a loop resumes (``rounds`` may grow; ``train_jobs`` and
+        ``concurrency`` change only how fast it goes)."""
+        return self.model_dump(exclude={"rounds", "out", "train_jobs", "concurrency"})
 
 
 # --- set-up -------------------------------------------------------------------------------------
@@ -199,6 +206,18 @@ def train_config(cfg: LoopConfig, data: Path, output: Path, out: Path):
     return validate(TrainConfig, options, "train")
 
 
+def train_model(options: dict[str, Any]) -> dict[str, Any]:
+    """Train one model from its validated ``TrainConfig`` (as a dict: it may cross to another
+    process); the first and last logged loss."""
+    from clew.training.sft import TrainConfig, train
+
+    cfg = TrainConfig.model_validate(options)
+    shutil.rmtree(cfg.output_dir, ignore_errors=True)   # a stage that did not finish restarts
+    losses = train(cfg).losses
+    return {"first_loss": losses[0] if losses else None,
+            "last_loss": losses[-1] if losses else None, "logged": len(losses)}
+
+
 # --- stages -------------------------------------------------------------------------------------
 class Loop:
     """One loop's folder, its state and its stages (what :func:`run_loop` drives)."""
@@ -252,9 +271,12 @@ class Loop:
         options = {"label": spec.label, **options} if spec.agent != "random" else options
         if spec.agent == "distilled" and self.cfg.context_tokens:
             options = {"context_tokens": self.cfg.context_tokens, **options}
+        max_steps = fam.max_steps
+        if split == "test" and self.cfg.limit_test_steps:
+            max_steps = min(max_steps or self.cfg.limit_test_steps, self.cfg.limit_test_steps)
         cfg = EvalConfig(
             agent=spec.agent, agent_options=options, suite=str(self.tasks[fam.name, split]),
-            out=str(run), concurrency=self.cfg.concurrency, max_steps=fam.max_steps,
+            out=str(run), concurrency=self.cfg.concurrency, max_steps=max_steps,
             env_options=fam.env_options,
             repeats=min(fam.train_repeats if split == "train" else
                         spec.test_repeats or fam.test_repeats, self.cfg.limit_repeats or 10**9),
@@ -302,32 +324,41 @@ class Loop:
         return {kind: str(self.out / f"round-{r}" / "models" / kind) for kind in ("el", "il")}
 
     def train(self, r: int, sizes: dict[str, int]) -> dict[str, Any]:
-        from clew.training.sft import train
-
-        results: dict[str, Any] = {}
+        """Fine-tune a model per ``distill`` kind; with ``train_jobs`` > 1 they train at once,
+        each in a spawned process (a fork would inherit torch's threads and locks)."""
         self.build_tiny(r, sizes)
+        jobs = []
         for kind in self.cfg.distill:
             subset = "el" if kind == "el" else "il_all"
             if not sizes.get(subset):
                 self.say(f"round {r} train: no {subset} samples, no {kind.upper()} model")
                 continue
-            data = self.out / f"round-{r}" / "data" / subset
-            output = Path(self.models(r)[kind])
+            cfg = train_config(self.cfg, self.out / f"round-{r}" / "data" / subset,
+                               Path(self.models(r)[kind]), self.out)
+            jobs.append((kind, f"r{r}/train/{kind}", cfg.model_dump(mode="json"),
+                         f"round {r} train: {kind.upper()} model on {sizes[subset]} samples"))
+        pending = [job for job in jobs if job[1] not in self.state["done"]]
+        pool = None
+        if self.cfg.train_jobs > 1 and len(pending) > 1:
+            import concurrent.futures
+            import multiprocessing
 
-            def work(data=data, output=output) -> dict[str, Any]:
-                shutil.rmtree(output, ignore_errors=True)
-                result = train(train_config(self.cfg, data, output, self.out))
-                losses = result.losses
-                return {"first_loss": losses[0] if losses else None,
-                        "last_loss": losses[-1] if losses else None, "logged": len(losses)}
-
-            results[kind] = self.stage(f"r{r}/train/{kind}",
-                                       f"round {r} train: {kind.upper()} model on {sizes[subset]}"
-                                       " samples", work)
-            res = results[kind]
-            if res.get("first_loss") is not None:
-                self.say(f"    loss {res['first_loss']:.2f} -> {res['last_loss']:.2f} "
-                         f"({res['logged']} logged steps)")
+            pool = concurrent.futures.ProcessPoolExecutor(
+                min(self.cfg.train_jobs, len(pending)), mp_context=multiprocessing.get_context("spawn"))
+            started = {key: pool.submit(train_model, options) for _, key, options, _ in pending}
+            self.say(f"round {r} train: {len(started)} models at once, a process each")
+        results: dict[str, Any] = {}
+        try:
+            for kind, key, options, what in jobs:
+                work = ((lambda f=started[key]: f.result()) if pool and key in started
+                        else (lambda o=options: train_model(o)))
+                results[kind] = res = self.stage(key, what, work)
+                if res.get("first_loss") is not None:
+                    self.say(f"    loss {res['first_loss']:.2f} -> {res['last_loss']:.2f} "
+                             f"({res['logged']} logged steps)")
+        finally:
+            if pool:
+                pool.shutdown(cancel_futures=True)
         return results
 
     def build_tiny(self, r: int, sizes: dict[str, int]) -> None:

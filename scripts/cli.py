@@ -387,12 +387,15 @@ def _stopped(signame: str) -> str:
             f"continue")
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM (a cluster's scancel, a timeout): unwinds like Ctrl-C."""
+_TERMINATED: list[bool] = []   # set by SIGTERM (a cluster's scancel, a timeout)
 
 
 def _on_sigterm(signum, frame) -> None:
-    raise _Terminated
+    """SIGTERM unwinds like Ctrl-C: it raises SIGINT, whose handler is asyncio's inside a run
+    (the main task is cancelled, so episode tasks end cleanly rather than with an exception
+    raised in whichever frame the signal hit) and KeyboardInterrupt elsewhere."""
+    _TERMINATED.append(True)
+    signal.raise_signal(signal.SIGINT)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -400,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv or os.environ.get("CLEW_DEBUG", "") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]
     _RUN.clear()
+    _TERMINATED.clear()
     previous = None
     try:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -408,10 +412,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         return int(args.func(args) or 0)
-    except _Terminated:
-        print(f"terminated (SIGTERM): {_stopped('stopped')}", file=sys.stderr)
-        return 143
     except KeyboardInterrupt:
+        if _TERMINATED:
+            print(f"terminated (SIGTERM): {_stopped('stopped')}", file=sys.stderr)
+            return 143
         print(f"interrupted: {_stopped('stopped')}", file=sys.stderr)
         return 130
     except BrokenPipeError:

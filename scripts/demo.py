@@ -14,8 +14,10 @@ import shutil
 import time
 from pathlib import Path
 
-#: what --quick changes in the demo preset: one task per family, a few training steps
-QUICK = ["limit_train=1", "limit_test=1", "train.max_steps=10"]
+#: what --quick changes in the demo preset: one task and one episode per family, a few training
+#: steps, test episodes of at most 10 actions
+QUICK = ["limit_train=1", "limit_test=1", "limit_repeats=1", "train.max_steps=4",
+         "limit_test_steps=10"]
 
 
 def _quiet_libraries() -> None:

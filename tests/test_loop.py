@@ -9,11 +9,11 @@ from clew.eval.loop import AgentSpec, LoopConfig, fill, run_loop, standard_error
 from clew.scripts.cli import main
 
 TINY_TRAIN = ["train.max_steps=2", "train.logging_steps=1"]
+SHORT = ["limit_train=1", "limit_test=1", "limit_repeats=1", "limit_test_steps=6"]
 
 
 def _cfg(tmp_path, name="demo", extra=()):
-    return load_config(LoopConfig, name, ["limit_train=1", "limit_test=1", "limit_repeats=1",
-                                          *TINY_TRAIN, *extra],
+    return load_config(LoopConfig, name, [*SHORT, *TINY_TRAIN, *extra],
                        base={"out": str(tmp_path / "loop")}, presets="loop")
 
 
@@ -55,8 +55,9 @@ def test_loop_rounds_resume_and_expert_iteration(tmp_path, capsys):
     round-1 EL model as the MCTS policy: round 1 is not redone, round 2 has its own folder."""
     out = tmp_path / "loop"
     said: list[str] = []
-    cfg = _cfg(tmp_path)
+    cfg = _cfg(tmp_path, extra=["train_jobs=2"])
     loop = run_loop(cfg, say=said.append, html=False)
+    assert any("2 models at once" in s for s in said)  # EL and IL, a spawned process each
     r1 = out / "round-1"
     for fam in ("gridmap", "rooms", "oracle-query", "textminigrid"):
         assert list((r1 / "search" / fam / "trees").glob("*/*.json.gz")), fam
@@ -77,6 +78,7 @@ def test_loop_rounds_resume_and_expert_iteration(tmp_path, capsys):
     rec = json.loads((r1 / "eval" / "el-distilled" / "gridmap" / "episodes.jsonl")
                      .read_text().splitlines()[0])
     assert "backtracks" in rec["outcome"]
+    assert len(rec["steps"]) <= 6  # limit_test_steps
     stamp = (r1 / "models" / "el" / "config.json").stat().st_mtime_ns
 
     # a second round, searching with the round-1 EL model as the MCTS policy
@@ -128,8 +130,8 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path):
 @pytest.mark.slow
 def test_cpu_experiment_smoke(tmp_path, capsys):
     """The CPU experiment's config at its smallest, through the command line."""
-    rc = main(["loop", "--config", "cpu-experiment", "--out", str(tmp_path / "x"),
-               "limit_train=1", "limit_test=1", "limit_repeats=1", *TINY_TRAIN])
+    rc = main(["loop", "--config", "cpu-experiment", "--out", str(tmp_path / "x"), *SHORT,
+               *TINY_TRAIN])
     assert rc == 0
     text = capsys.readouterr().out
     assert "r1 mcts-el-policy" in text and "r1 el-distilled" in text

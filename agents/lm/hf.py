@@ -31,8 +31,8 @@ phrase, fence, choice, fence, end of turn; at least one token); (b) the phrase a
 fence follow it (a line break first when the model stopped mid-line without writing the
 phrase); (c) each
 choice's continuation, ``CHOICE`` + closing fence + end of turn (any of the model's EOS tokens),
-is scored by its total log-probability after that text, all choices of all rows in one
-left-padded forward pass (chunks of ``max_batch_size`` sequences); (d) greedy takes the argmax,
+is scored by its total log-probability after that text: the text is run once and its KV cache
+repeated for the choices, which go in chunks of ``max_batch_size``; (d) greedy takes the argmax,
 sampling draws from ``softmax(logprob / temperature)`` (top-p is not applied) with a generator
 seeded by the request's seed, each of the ``n`` samples on its own; (e) the text is the free part,
 the phrase and the fenced choice, finish reason ``stop``; its completion tokens are the free
@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import queue
 import threading
 import time
@@ -365,35 +366,42 @@ class HFModel(LocalTokenizerModel):
     def choice_logprobs(self, contexts: list[list[int]], choices: list[list[str]]
                         ) -> list[list[float]]:
         """Per context, the log-probability of each choice's continuation: ``CHOICE`` and the
-        closing fence, then the end of the turn (any EOS token). One left-padded forward pass
-        per ``max_batch_size`` sequences, logits kept only for the continuations' positions."""
-        seqs = [(ctx, self.text_ids(c + FENCE)) for ctx, cs in zip(contexts, choices) for c in cs]
+        closing fence, then the end of the turn (any EOS token). The context is run once and
+        its KV cache repeated for its choices (an EL answer may have dozens of ``backtrack S<k>``
+        choices after a 2k-token context); the continuations go right-padded in chunks of
+        ``max_batch_size``."""
         eos = torch.tensor(sorted(self.eos_ids), device=self.device)
-        flat: list[float] = []
-        for start in range(0, len(seqs), self.max_batch_size):
-            chunk = seqs[start:start + self.max_batch_size]
-            width = max(len(ctx) + len(cont) for ctx, cont in chunk)
-            keep = max(len(cont) for _, cont in chunk) + 1
-            pad = self.tokenizer.pad_token_id
-            ids = torch.tensor([[pad] * (width - len(ctx) - len(cont)) + ctx + cont
-                                for ctx, cont in chunk], device=self.device)
-            mask = torch.tensor([[0] * (width - len(ctx) - len(cont)) + [1] * (len(ctx) + len(cont))
-                                 for ctx, cont in chunk], device=self.device)
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)   # as generate() sets them
+        out: list[list[float]] = []
+        for ctx, cs in zip(contexts, choices):
+            conts = [self.text_ids(c + FENCE) for c in cs]
             with torch.inference_mode():
-                logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                    logits_to_keep=keep).logits
-            logp = torch.log_softmax(logits.float(), dim=-1)   # the last `keep` positions
-            for row, (_, cont) in enumerate(chunk):
-                # the j-th continuation token is predicted at column keep - 1 - len(cont) + j
-                at = keep - 1 - len(cont)
-                total = sum(float(logp[row, at + j, tok]) for j, tok in enumerate(cont))
-                total += float(torch.logsumexp(logp[row, keep - 1, eos], dim=0))
-                flat.append(total)
-        out, i = [], 0
-        for cs in choices:
-            out.append(flat[i:i + len(cs)])
-            i += len(cs)
+                head = self.model(input_ids=torch.tensor([ctx], device=self.device),
+                                  use_cache=True, logits_to_keep=1)
+            first = torch.log_softmax(head.logits[0, -1].float(), dim=-1)
+            scores: list[float] = []
+            for start in range(0, len(conts), self.max_batch_size):
+                chunk = conts[start:start + self.max_batch_size]
+                width = max(len(c) for c in chunk)
+                cache = copy.deepcopy(head.past_key_values)   # the forward pass extends it
+                cache.batch_repeat_interleave(len(chunk))
+                pad = self.tokenizer.pad_token_id
+                ids = torch.tensor([c + [pad] * (width - len(c)) for c in chunk],
+                                   device=self.device)
+                mask = torch.tensor([[1] * (len(ctx) + len(c)) + [0] * (width - len(c))
+                                     for c in chunk], device=self.device)
+                positions = torch.arange(len(ctx), len(ctx) + width,
+                                         device=self.device).expand(len(chunk), -1)
+                with torch.inference_mode():
+                    logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                        past_key_values=cache, use_cache=True).logits
+                logp = torch.log_softmax(logits.float(), dim=-1)
+                for row, cont in enumerate(chunk):
+                    # token j of the continuation is predicted after token j - 1 (or the context)
+                    total = float(first[cont[0]]) + sum(float(logp[row, j - 1, cont[j]])
+                                                        for j in range(1, len(cont)))
+                    total += float(torch.logsumexp(logp[row, len(cont) - 1, eos], dim=0))
+                    scores.append(total)
+            out.append(scores)
         return out
 
     def _logprobs(self, logits: tuple, row: int, tokens: list[int], top: int) -> list[dict]:
