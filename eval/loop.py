@@ -325,7 +325,8 @@ class Loop:
 
     def train(self, r: int, sizes: dict[str, int]) -> dict[str, Any]:
         """Fine-tune a model per ``distill`` kind; with ``train_jobs`` > 1 they train at once,
-        each in a spawned process (a fork would inherit torch's threads and locks)."""
+        each in a spawned process (a fork would inherit torch's threads and locks); a stage whose
+        turn comes waits for its process."""
         self.build_tiny(r, sizes)
         jobs = []
         for kind in self.cfg.distill:
@@ -338,27 +339,32 @@ class Loop:
             jobs.append((kind, f"r{r}/train/{kind}", cfg.model_dump(mode="json"),
                          f"round {r} train: {kind.upper()} model on {sizes[subset]} samples"))
         pending = [job for job in jobs if job[1] not in self.state["done"]]
-        pool = None
+        pool, started = None, {}
         if self.cfg.train_jobs > 1 and len(pending) > 1:
-            import concurrent.futures
             import multiprocessing
 
-            pool = concurrent.futures.ProcessPoolExecutor(
-                min(self.cfg.train_jobs, len(pending)), mp_context=multiprocessing.get_context("spawn"))
-            started = {key: pool.submit(train_model, options) for _, key, options, _ in pending}
+            pool = multiprocessing.get_context("spawn").Pool(min(self.cfg.train_jobs,
+                                                                 len(pending)))
+            started = {key: pool.apply_async(train_model, (options,))
+                       for _, key, options, _ in pending}
             self.say(f"round {r} train: {len(started)} models at once, a process each")
         results: dict[str, Any] = {}
         try:
             for kind, key, options, what in jobs:
-                work = ((lambda f=started[key]: f.result()) if pool and key in started
+                work = ((lambda a=started[key]: a.get()) if key in started
                         else (lambda o=options: train_model(o)))
                 results[kind] = res = self.stage(key, what, work)
                 if res.get("first_loss") is not None:
                     self.say(f"    loss {res['first_loss']:.2f} -> {res['last_loss']:.2f} "
                              f"({res['logged']} logged steps)")
+        except BaseException:
+            if pool:
+                pool.terminate()   # an interrupted or failed loop leaves no training behind
+            raise
         finally:
             if pool:
-                pool.shutdown(cancel_futures=True)
+                pool.close()
+                pool.join()
         return results
 
     def build_tiny(self, r: int, sizes: dict[str, int]) -> None:

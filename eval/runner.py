@@ -276,6 +276,19 @@ class GroupWriter:
         await done
 
 
+#: the root task of each suite being played (what :func:`cancel_runs` stops)
+_RUNNING: set[asyncio.Task] = set()
+
+
+def cancel_runs() -> bool:
+    """Cancel every suite being played (SIGTERM, from the CLI's signal handler): each root
+    task unwinds with its episode tasks through their ``finally`` blocks, rather than an
+    exception landing in whichever task the signal hit. False when none is running."""
+    for task in list(_RUNNING):
+        task.cancel()
+    return bool(_RUNNING)
+
+
 async def run_suite(
     agent_factory: Callable[[], Agent],
     tasks: list[Task],
@@ -301,6 +314,8 @@ async def run_suite(
     ``min_outputs`` completions in this session failed to parse more than ``rate`` of them.
     """
     token = CURRENT_RUN.set(str(run.path.resolve()))
+    root = asyncio.current_task()
+    _RUNNING.add(root)
     done = run.finished_keys()
     order = [(t, r) for t in tasks for r in range(repeats)]
     todo = [(i, t, r) for i, (t, r) in enumerate(order) if episode_key(t, r) not in done]
@@ -375,6 +390,7 @@ async def run_suite(
                 await asyncio.gather(*jobs, return_exceptions=True)
                 raise
     finally:
+        _RUNNING.discard(root)
         bar.close()
         CURRENT_RUN.reset(token)
     return counts

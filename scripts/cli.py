@@ -13,6 +13,7 @@ Ctrl-C or SIGTERM says what was kept; a closed output pipe (``clew score f | hea
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import os
 import re
@@ -391,11 +392,14 @@ _TERMINATED: list[bool] = []   # set by SIGTERM (a cluster's scancel, a timeout)
 
 
 def _on_sigterm(signum, frame) -> None:
-    """SIGTERM unwinds like Ctrl-C: it raises SIGINT, whose handler is asyncio's inside a run
-    (the main task is cancelled, so episode tasks end cleanly rather than with an exception
-    raised in whichever frame the signal hit) and KeyboardInterrupt elsewhere."""
+    """SIGTERM unwinds like Ctrl-C. Inside a run's event loop the run's root task is cancelled
+    (an exception raised here would land in whichever episode task the signal hit, and other
+    tasks would end with it unretrieved); elsewhere KeyboardInterrupt is raised. SIGINT itself
+    is not used: a shell starts background jobs with it ignored."""
     _TERMINATED.append(True)
-    signal.raise_signal(signal.SIGINT)
+    runner = sys.modules.get("clew.eval.runner")
+    if runner is None or not runner.cancel_runs():
+        raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -412,10 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         if _TERMINATED:
             print(f"terminated (SIGTERM): {_stopped('stopped')}", file=sys.stderr)
             return 143
+        if isinstance(exc, asyncio.CancelledError):
+            raise   # not ours: a bug to see
         print(f"interrupted: {_stopped('stopped')}", file=sys.stderr)
         return 130
     except BrokenPipeError:

@@ -259,13 +259,21 @@ def clew_process(*args: str, **kw) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
-def test_sigterm_says_what_was_kept(tmp_path):
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_sigterm_says_what_was_kept(tmp_path, sigint):
+    """SIGTERM mid-run: exit 143, one line saying what was kept, no traceback; also when the
+    process was started with SIGINT ignored, as a shell starts its background jobs."""
     suite = tmp_path / "tasks.jsonl"
     suite.write_text("".join(line_task(i, length=2).to_json() + "\n" for i in range(40)))
     out = tmp_path / "x"
     proc = clew_process("eval", "--agent", "toy-scripted", "--suite", str(suite), "--out",
                         str(out), "--concurrency", "1", "agent_options.delay=0.1",
-                        stdout=subprocess.DEVNULL)
+                        stdout=subprocess.DEVNULL,
+                        preexec_fn=_ignore_sigint if sigint == "ignored" else None)
     deadline = time.time() + 60
     while time.time() < deadline and not (out / "episodes.jsonl").exists():
         time.sleep(0.05)

@@ -44,11 +44,13 @@ error).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import copy
 import queue
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,10 +159,15 @@ class HFModel(LocalTokenizerModel):
         return list(await asyncio.gather(*futures))
 
     async def aclose(self) -> None:
-        if self._thread is not None:
+        await asyncio.to_thread(self.stop_worker)
+
+    def stop_worker(self, timeout: float | None = None) -> None:
+        """Let the worker thread finish its batch and end."""
+        thread = self._thread
+        if thread is not None and thread.is_alive():
             self._queue.put(None)
-            await asyncio.to_thread(self._thread.join)
-            self._thread = None
+            thread.join(timeout)
+        self._thread = None
 
     def text_ids(self, text: str) -> list[int]:
         """Token ids of a piece of completion text (no special tokens added)."""
@@ -189,6 +196,7 @@ class HFModel(LocalTokenizerModel):
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._work, name="clew-hf", daemon=True)
                 self._thread.start()
+                _WORKING.add(self)
 
     def _work(self) -> None:
         while True:
@@ -416,6 +424,19 @@ class HFModel(LocalTokenizerModel):
                     for v, j in zip(vals, ids)]
             out.append(entry)
         return out
+
+
+#: models whose worker thread may be running, stopped at exit (see :func:`_stop_workers`)
+_WORKING: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_workers() -> None:
+    """Before the interpreter goes, let each worker finish its batch: a daemon thread still
+    inside torch then aborts the process ("terminate called without an active exception"),
+    e.g. after SIGTERM stopped a run while a batch was generating."""
+    for lm in list(_WORKING):
+        lm.stop_worker(timeout=120)
 
 
 class _RowStops(StoppingCriteria):
