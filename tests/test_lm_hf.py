@@ -167,3 +167,27 @@ def test_errors_name_the_model(lm, tmp_path):
     bad = ChatRequest([{"role": "user"}], Sampling(temperature=0.0, max_tokens=2))
     with pytest.raises(LMError, match="cannot render the chat prompt"):
         asyncio.run(lm.complete(bad))
+
+
+EXIT_MID_BATCH = """
+import asyncio, sys, threading, time
+from clew.agents.lm.base import ChatRequest, Sampling
+from clew.agents.lm.hf import HFModel
+lm = HFModel(sys.argv[1])
+req = ChatRequest([{"role": "user", "content": "hello " * 50}],
+                  Sampling(max_tokens=2000, temperature=0.0))
+threading.Thread(target=lambda: asyncio.run(lm.generate([req] * 8)), daemon=True).start()
+time.sleep(1.5)   # the worker is inside generate() when the interpreter exits
+"""
+
+
+def test_exit_while_the_worker_generates_does_not_abort(lively_model_dir):
+    """A process that exits mid-batch (e.g. after SIGTERM) lets the worker finish its batch
+    instead of aborting inside torch ("terminate called without an active exception")."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", EXIT_MID_BATCH, str(lively_model_dir)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "terminate called" not in done.stderr

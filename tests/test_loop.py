@@ -4,6 +4,7 @@ report, and the smoke version of the CPU experiment (docs/methods/loop.md)."""
 import json
 
 import pytest
+import yaml
 from clew.eval.config import ConfigError, load_config
 from clew.eval.loop import AgentSpec, LoopConfig, fill, run_loop, standard_errors_apart
 from clew.scripts.cli import main
@@ -79,6 +80,8 @@ def test_loop_rounds_resume_and_expert_iteration(tmp_path, capsys):
                      .read_text().splitlines()[0])
     assert "backtracks" in rec["outcome"]
     assert len(rec["steps"]) <= 6  # limit_test_steps
+    search = yaml.safe_load((r1 / "search" / "textminigrid" / "config.yaml").read_text())
+    assert search["max_steps"] == 40  # the search that makes the data keeps its family's cap
     stamp = (r1 / "models" / "el" / "config.json").stat().st_mtime_ns
 
     # a second round, searching with the round-1 EL model as the MCTS policy
@@ -86,7 +89,8 @@ def test_loop_rounds_resume_and_expert_iteration(tmp_path, capsys):
         "roles": "heuristic", "search": {"n_simulations": 2, "branching_factor": 2},
         "distilled_policy": {"model": "hf:{el}", "format": "el", "n_samples": 2,
                              "max_tokens": 16}}}
-    cfg2 = cfg.model_copy(update={"rounds": 2, "next_search": None})
+    # train_jobs (like concurrency) only changes the speed: a resume may change it
+    cfg2 = cfg.model_copy(update={"rounds": 2, "next_search": None, "train_jobs": 1})
     with pytest.raises(ConfigError, match="differs"):  # next_search changed: refused
         run_loop(cfg2.model_copy(update={"next_search": AgentSpec(**nxt)}), resume=True,
                  say=said.append,

@@ -379,6 +379,7 @@ class HFModel(LocalTokenizerModel):
         choices after a 2k-token context); the continuations go right-padded in chunks of
         ``max_batch_size``."""
         eos = torch.tensor(sorted(self.eos_ids), device=self.device)
+        pad = self.tokenizer.pad_token_id
         out: list[list[float]] = []
         for ctx, cs in zip(contexts, choices):
             conts = [self.text_ids(c + FENCE) for c in cs]
@@ -392,7 +393,6 @@ class HFModel(LocalTokenizerModel):
                 width = max(len(c) for c in chunk)
                 cache = copy.deepcopy(head.past_key_values)   # the forward pass extends it
                 cache.batch_repeat_interleave(len(chunk))
-                pad = self.tokenizer.pad_token_id
                 ids = torch.tensor([c + [pad] * (width - len(c)) for c in chunk],
                                    device=self.device)
                 mask = torch.tensor([[1] * (len(ctx) + len(c)) + [0] * (width - len(c))
