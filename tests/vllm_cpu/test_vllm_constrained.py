@@ -14,9 +14,8 @@ import pytest
 pytest.importorskip("vllm.sampling_params")  # a stray folder named vllm must not count
 
 from clew.agents.lm.base import ChatRequest, Sampling, answer_suffix
-from clew.agents.lm.spec import load_model
 from clew.agents.parsing import answer_text
-from vllm_helpers import CHATS, ENGINE
+from vllm_helpers import CHATS
 
 pytestmark = pytest.mark.vllm
 
@@ -24,10 +23,8 @@ CHOICES = ["up", "down", "left", "backtrack S1"]
 
 
 @pytest.fixture(scope="module")
-def engine(lively_model_dir):
-    lm = load_model(f"vllm:{lively_model_dir}", shared=False, **ENGINE)
-    yield lm
-    lm.close()
+def engine(base_engine):
+    return base_engine
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])

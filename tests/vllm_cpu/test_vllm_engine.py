@@ -14,19 +14,14 @@ pytest.importorskip("vllm.sampling_params")  # a stray folder named vllm must no
 
 from clew.agents.lm.base import ChatRequest, Sampling, request_usage
 from clew.agents.lm.hf import HFModel
-from clew.agents.lm.spec import load_model
-from vllm_helpers import CHATS, ENGINE, greedy, summary
+from vllm_helpers import CHATS, greedy, summary
 
 pytestmark = pytest.mark.vllm
 
 
 @pytest.fixture(scope="module")
-def engine(lively_model_dir):
-    start = time.monotonic()
-    lm = load_model(f"vllm:{lively_model_dir}", shared=False, **ENGINE)
-    print(f"\n[vllm] engine start {time.monotonic() - start:.1f} s")
-    yield lm
-    lm.close()
+def engine(base_engine):
+    return base_engine
 
 
 @pytest.fixture(scope="module")

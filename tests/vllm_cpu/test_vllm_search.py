@@ -14,12 +14,10 @@ import pytest
 
 pytest.importorskip("vllm.sampling_params")  # a stray folder named vllm must not count
 
-from clew.agents.lm.spec import load_model
 from clew.envs.base import Task
 from clew.envs.registry import register
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
-from vllm_helpers import ENGINE
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from test_search_lm_backends import LenientToyEnv  # noqa: F401  (the env class)
@@ -28,26 +26,21 @@ pytestmark = pytest.mark.vllm
 register("toy-lenient", "test_search_lm_backends:LenientToyEnv")
 
 
-def test_mcts_mad_runs_on_the_vllm_engine(lively_model_dir, monkeypatch):
+def test_mcts_mad_runs_on_the_vllm_engine(base_engine, monkeypatch):
     # The random model never finishes within a few tokens, and a cut reply is a parse failure
     # (docs/methods/parsing.md); read its cut replies as complete so every role gets called.
-    import clew.agents.parsing as parsing
+    from clew.agents import parsing
 
     monkeypatch.setattr(parsing, "cut", lambda finish_reason: False)
-    lm = load_model(f"vllm:{lively_model_dir}", shared=False,
-                    **{**ENGINE, "max_model_len": 2048})
-    try:
-        agent = build_agent(
-            "rmcts-mad", model=lm, reflection=False, memory={"enabled": False},
-            search={"branching_factor": 2, "n_simulations": 3},
-            policy={"n_samples_min": 8, "max_tokens": 16},
-            value={"debate": {"judge_samples_per_order": 2, "argue_max_tokens": 16,
-                              "judge_max_tokens": 16}})
-        trees = []
-        rec = asyncio.run(run_episode(agent, Task("toy-lenient", {"goal": ["b", "a"]}, id="v"),
-                                      max_steps=2, on_tree=lambda t, d: trees.append(d)))
-    finally:
-        lm.close()
+    agent = build_agent(
+        "rmcts-mad", model=base_engine, reflection=False, memory={"enabled": False},
+        search={"branching_factor": 2, "n_simulations": 3},
+        policy={"n_samples_min": 8, "max_tokens": 16},
+        value={"debate": {"judge_samples_per_order": 2, "argue_max_tokens": 16,
+                          "judge_max_tokens": 16}})
+    trees = []
+    rec = asyncio.run(run_episode(agent, Task("toy-lenient", {"goal": ["b", "a"]}, id="v"),
+                                  max_steps=2, on_tree=lambda t, d: trees.append(d)))
     assert trees and rec["outcome"]["steps"] >= 1
     assert {"policy", "debate", "judge"} <= set(rec["usage"])
     policy = rec["usage"]["policy"]
@@ -55,46 +48,42 @@ def test_mcts_mad_runs_on_the_vllm_engine(lively_model_dir, monkeypatch):
     assert policy["calls"] == sum(t["counters"]["policy_calls"] for t in trees)
 
 
-def test_rmcts_mad_with_reflection_memory_on_the_vllm_engine(lively_model_dir, tmp_path, monkeypatch):
-    # The random model never finishes within a few tokens, and a cut reply is a parse failure
-    # (docs/methods/parsing.md); read its cut replies as complete so every role gets called.
-    import clew.agents.parsing as parsing
-
-    monkeypatch.setattr(parsing, "cut", lambda finish_reason: False)
+def test_rmcts_mad_with_reflection_memory_on_the_vllm_engine(base_engine, tmp_path, monkeypatch):
     """R-MCTS end to end on vLLM: search, debate value, then reflections written to the
     persisted memory after the episode (their usage in the record), retrieved by the next."""
-    lm = load_model(f"vllm:{lively_model_dir}", shared=False,
-                    **{**ENGINE, "max_model_len": 2048})
-    memory_dir = tmp_path / "memory"
-    try:
-        def agent():
-            return build_agent(
-                "rmcts-mad", model=lm,
-                search={"branching_factor": 2, "n_simulations": 2},
-                policy={"n_samples_min": 4, "max_tokens": 12},
-                value={"debate": {"judge_samples_per_order": 1, "argue_max_tokens": 12,
-                                  "judge_max_tokens": 12}},
-                reflection={"reflector": {"max_tokens": 12},
-                            "policy": {"threshold": -1.0}, "value": {"threshold": -1.0}},
-                memory={"dir": str(memory_dir), "min_score": -1.0})
+    # The random model never finishes within a few tokens, and a cut reply is a parse failure
+    # (docs/methods/parsing.md); read its cut replies as complete so every role gets called.
+    from clew.agents import parsing
 
-        task = Task("toy-lenient", {"goal": ["b", "a"]}, id="v1")
-        first = agent()
-        rec = asyncio.run(run_episode(first, task, max_steps=2))
-        written = first.last_improvement
-        assert written is not None
-        n_written = len(written.policy_written) + len(written.value_written)
-        assert n_written > 0, "thresholds of -1 make every step eligible for reflection"
-        assert rec["usage"]["reflection"]["calls"] > 0  # the runner awaited the reflection loop
-        lines = sum(len((memory_dir / f"{s}.jsonl").read_text().splitlines())
-                    for s in ("policy", "value") if (memory_dir / f"{s}.jsonl").exists())
-        assert lines == n_written
-        # a fresh agent on the same store retrieves them into its prompts
-        second = agent()
-        trees = []
-        asyncio.run(run_episode(second, Task("toy-lenient", {"goal": ["b", "a"]}, id="v2"),
-                                max_steps=1, on_tree=lambda t, d: trees.append(d)))
-    finally:
-        lm.close()
+    monkeypatch.setattr(parsing, "cut", lambda finish_reason: False)
+    memory_dir = tmp_path / "memory"
+
+    def agent():
+        return build_agent(
+            "rmcts-mad", model=base_engine,
+            search={"branching_factor": 2, "n_simulations": 2},
+            policy={"n_samples_min": 4, "max_tokens": 12},
+            value={"debate": {"judge_samples_per_order": 1, "argue_max_tokens": 12,
+                              "judge_max_tokens": 12}},
+            reflection={"reflector": {"max_tokens": 12},
+                        "policy": {"threshold": -1.0}, "value": {"threshold": -1.0}},
+            memory={"dir": str(memory_dir), "min_score": -1.0})
+
+    task = Task("toy-lenient", {"goal": ["b", "a"]}, id="v1")
+    first = agent()
+    rec = asyncio.run(run_episode(first, task, max_steps=2))
+    written = first.last_improvement
+    assert written is not None
+    n_written = len(written.policy_written) + len(written.value_written)
+    assert n_written > 0, "thresholds of -1 make every step eligible for reflection"
+    assert rec["usage"]["reflection"]["calls"] > 0  # the runner awaited the reflection loop
+    lines = sum(len((memory_dir / f"{s}.jsonl").read_text().splitlines())
+                for s in ("policy", "value") if (memory_dir / f"{s}.jsonl").exists())
+    assert lines == n_written
+    # a fresh agent on the same store retrieves them into its prompts
+    second = agent()
+    trees = []
+    asyncio.run(run_episode(second, Task("toy-lenient", {"goal": ["b", "a"]}, id="v2"),
+                            max_steps=1, on_tree=lambda t, d: trees.append(d)))
     retrieved = [n.get("retrieved_policy_refl") for t in trees for n in t["nodes"]]
     assert any(retrieved), "the second episode should retrieve the first one's reflections"
