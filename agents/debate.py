@@ -69,8 +69,8 @@ class DebateValue(LMValueFunction):
                                 lambda keep, order=order: judge_messages(
                                     ctx, support, oppose, order, self.window, reflections, keep),
                                 len(ctx.actions), "judge"),
-                            Sampling(n=self.k, seed=derive_seed(ctx.seed, "judge", order),
-                                     **self.judge), role="judge") for order in ORDERS]
+                            self.grading(self.k, derive_seed(ctx.seed, "judge", order),
+                                         self.judge), role="judge") for order in ORDERS]
         results = await asyncio.gather(*(value_call(self.lm, r, usage) for r in reqs))
         comps = [c for cs in results for c in cs]
         texts = [c.text for c in comps]

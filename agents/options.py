@@ -124,17 +124,20 @@ class DebateOptions(Section):
 
 class ValueOptions(Section):
     """``value``: ``kind`` picks the LM value function (single | debate); ``scale`` the value
-    range of every kind; ``noise`` / ``cap`` shape the heuristic (oracle-noised) value."""
+    range of every kind; ``constrain``: every grading sample (single, or the debate's judge)
+    ends with a status code, ``STATUS CODE: ```X``` `` (docs/methods/parsing.md#constrained-answers);
+    ``noise`` / ``cap`` shape the heuristic (oracle-noised) value."""
 
     kind: Literal["single", "debate"] = "single"
     scale: Literal["unit", "signed"] = "unit"
     parse_failure: Literal["skip", "zero"] = "skip"
+    constrain: bool = False
     single: SingleValueOptions = Field(default_factory=SingleValueOptions)
     debate: DebateOptions = Field(default_factory=DebateOptions)
     noise: float = Field(0.2, ge=0)
     cap: float = Field(0.9, ge=0, le=1)
 
-    LM_ONLY = frozenset({"kind", "parse_failure", "single", "debate"})
+    LM_ONLY = frozenset({"kind", "parse_failure", "single", "debate", "constrain"})
     HEURISTIC_ONLY = frozenset({"noise", "cap"})
 
 

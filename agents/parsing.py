@@ -60,6 +60,9 @@ from clew.envs.answers import (
 )
 
 ANSWER_PHRASE = "Next action:"
+#: the phrase and letters of a constrained status code (``value.constrain``)
+STATUS_PHRASE = "STATUS CODE:"
+STATUS_LETTERS = ("A", "B", "C", "D", "E")
 RUBRIC_START, RUBRIC_END = "<rubric>", "</rubric>"
 LENGTH = "length"            # the finish_reason of a completion cut by the token limit
 EXAMPLES_KEPT = 3            # failing outputs kept per role, for the stop message

@@ -15,6 +15,9 @@ Decisions:
 * Samples are read by :func:`clew.agents.parsing.parse_status` with their finish reason (a
   sample cut by the token limit counts only with a complete status code in it); every sample is
   counted as parsed or not under its role (``value`` or ``judge``) in ``usage.parses``.
+* ``constrain=True``: each grading sample (SA value, debate judge) ends with
+  ``STATUS CODE: ```X``` `` for a letter A–E (``Sampling.choices``,
+  docs/methods/parsing.md#constrained-answers); the rubric and the debate's arguments stay free.
 * ``rubric=True``: one rubric request per task (cached per task and first observation, usage
   role ``rubric``), written with the reflections retrieved for the first node evaluated, and
   kept for every later node, so the grading standard does not change with the reflections a
@@ -41,7 +44,14 @@ from clew.agents.fitting import fit
 from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, LMError, Sampling
 from clew.agents.lm.calls import call
 from clew.agents.options import ValueOptions
-from clew.agents.parsing import parse_rubric, parse_status, parse_thoughts, record
+from clew.agents.parsing import (
+    STATUS_LETTERS,
+    STATUS_PHRASE,
+    parse_rubric,
+    parse_status,
+    parse_thoughts,
+    record,
+)
 from clew.agents.prompts import Context, rubric_messages, sa_value_messages
 from clew.agents.seeds import derive_seed
 from clew.agents.usage import UsageByRole
@@ -195,7 +205,14 @@ class LMValueFunction:
     def config_hash(self) -> str:
         section = getattr(self.options, self.method)
         return config_hash([self.method, section.model_dump(), self.scale, self.parse_failure,
-                            self.lm.spec])
+                            self.options.constrain, self.lm.spec])
+
+    def grading(self, n: int, seed: int, sampling: dict[str, Any]) -> Sampling:
+        """The sampling of a grading request: constrained to a status code when asked."""
+        if self.options.constrain:
+            return Sampling(n=n, seed=seed, choices=list(STATUS_LETTERS),
+                            answer_phrase=STATUS_PHRASE, **sampling)
+        return Sampling(n=n, seed=seed, **sampling)
 
     def grade(self, comps: Sequence[Completion], reflections: Sequence[dict],
               usage: UsageByRole | None = None, role: str = "value",
@@ -249,7 +266,7 @@ class SingleValue(LMValueFunction):
         messages = fit(self.lm, self.sampling["max_tokens"],
                        lambda keep: sa_value_messages(ctx, self.window, reflections, rubric, keep),
                        len(ctx.actions), "value")
-        req = ChatRequest(messages, Sampling(n=self.n, seed=derive_seed(ctx.seed, "value"),
-                                             **self.sampling), role="value")
+        req = ChatRequest(messages, self.grading(self.n, derive_seed(ctx.seed, "value"),
+                                                 self.sampling), role="value")
         comps = await value_call(self.lm, req, usage)
         return self.grade(comps, reflections, usage, "value", rubric=rubric)

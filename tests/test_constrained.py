@@ -12,23 +12,27 @@ from clew.agents.distilled import DistilledAgent, DistilledPolicy, answer_choice
 from clew.agents.lm.base import ChatRequest, LMError, Sampling, answer_suffix
 from clew.agents.lm.fake import FakeLM
 from clew.agents.lm.hf import HFModel
+from clew.agents.debate import DebateValue
 from clew.agents.options import (
     DistilledPolicyOptions,
     OptionsError,
     PolicyOptions,
     RoleOptions,
+    ValueOptions,
     parse_options,
 )
-from clew.agents.parsing import ANSWER_PHRASE, answer_text
+from clew.agents.parsing import ANSWER_PHRASE, STATUS_LETTERS, STATUS_PHRASE, answer_text
 from clew.agents.policy import LMPolicy
 from clew.agents.prompts import task_context
 from clew.agents.react import ReActAgent
+from clew.agents.value import SCALES, SingleValue
 from clew.envs.registry import make_for
 from clew.envs.suites import resolve
 from clew.eval.agents import build_agent
 from clew.eval.config import EvalConfig
 from clew.eval.evaluate import evaluate
 from clew.eval.runner import run_episode
+from clew.search.options import AgentOptions
 from transformers import AutoModelForCausalLM
 
 CHOICES = ["up", "down", "left", "backtrack S1"]
@@ -200,6 +204,43 @@ def test_distilled_policy_sends_the_legal_actions_as_choices():
     assert [p.action for p in props] == [env.legal_actions()[0]]
 
 
+def test_constrained_value_roles_end_every_grading_sample_with_a_status_code():
+    """value.constrain: the SA value's and the judge's samples carry the status letters as
+    choices (the rubric and the arguments stay free) and all parse; unconstrained, the same
+    unreadable model leaves the value unknown."""
+    _, ctx = gridmap_root()
+    letters = list(STATUS_LETTERS)
+    for constrain in (True, False):
+        lm = FakeLM(lambda req, i: "the agent goes somewhere")
+        options = ValueOptions(constrain=constrain, single={"n": 3, "rubric": True},
+                               debate={"judge_samples_per_order": 2})
+        single = asyncio.run(SingleValue(lm, options).evaluate(ctx))
+        debate = asyncio.run(DebateValue(lm, options).evaluate(ctx))
+        graded = [c for c in lm.calls if c.role in ("value", "judge")]
+        free = [c for c in lm.calls if c.role in ("rubric", "debate")]
+        assert [c.role for c in graded] == ["value", "judge", "judge"] and len(free) == 3
+        assert all(c.sampling.choices is None for c in free)
+        if constrain:
+            assert all(c.sampling.choices == letters and c.sampling.answer_phrase == STATUS_PHRASE
+                       for c in graded)
+            # the fake answers with the first choice: every sample reads as A
+            assert single.v == debate.v == SCALES["unit"]["A"]
+            assert single.n_parse_fail == debate.n_parse_fail == 0
+        else:
+            assert all(c.sampling.choices is None for c in graded)
+            assert single.v is None and debate.v is None and single.all_failed
+
+
+def test_constrained_status_codes_on_the_hf_backend(lm):
+    """The tiny random model, constrained, writes a status code the value parser reads."""
+    _, ctx = gridmap_root()
+    record = asyncio.run(SingleValue(lm, ValueOptions(
+        constrain=True, single={"n": 4, "max_tokens": 24, "rubric": False})).evaluate(ctx))
+    assert record.n_parse_fail == 0 and record.v is not None
+    assert all(text.rstrip().endswith("```") and STATUS_PHRASE in text
+               for _, text in record.samples)
+
+
 def test_distilled_choices_add_backtracks_to_earlier_states_in_el_only():
     task = gridmap_task()
     env = make_for(task)
@@ -222,6 +263,10 @@ def test_constrain_option_errors_name_the_option():
         parse_options(RoleOptions, {"model": "fake:x", "policy": {"constrain": "maybe"}}, "mcts")
     with pytest.raises(OptionsError, match="policy.constrain: read only by LM roles"):
         parse_options(RoleOptions, {"roles": "heuristic", "policy": {"constrain": True}}, "mcts")
+    with pytest.raises(OptionsError, match="value.constrain: read only by LM roles"):
+        parse_options(AgentOptions, {"roles": "heuristic", "value": {"constrain": True}}, "mcts")
+    with pytest.raises(OptionsError, match="value.constrain"):
+        parse_options(AgentOptions, {"model": "fake:x", "value": {"constrain": "often"}}, "mcts")
     assert DistilledPolicyOptions(model="fake:x", constrain=True).constrain
 
 
