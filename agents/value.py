@@ -34,6 +34,7 @@ Decisions:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Sequence
@@ -240,25 +241,33 @@ class SingleValue(LMValueFunction):
         self.n, self.window, self.use_rubric = single.n, single.window, single.rubric
         self.sampling = {"temperature": single.temperature, "top_p": single.top_p,
                          "max_tokens": single.max_tokens}
-        self._rubrics: dict[str, str] = {}
+        self._rubrics: dict[str, asyncio.Future[str | None]] = {}
 
     async def rubric(self, ctx: Context, reflections: Sequence[dict] = (),
                      usage: UsageByRole | None = None) -> str | None:
         """The per-task rubric (one request per task; see the module docstring); None when the
-        model's answer holds none."""
+        model's answer holds none. Evaluations in flight together (a wave) share one request:
+        the first starts it, the others await it; a failed request is not kept."""
         key = json.dumps([ctx.task_id, ctx.task, ctx.observations[0]])
-        if key not in self._rubrics:
-            max_tokens = self.sampling["max_tokens"]
-            req = ChatRequest(fit(self.lm, max_tokens,
-                                  lambda keep: rubric_messages(ctx, reflections), 0, "rubric"),
-                              Sampling(n=1, temperature=0.7 if reflections else 0.0, top_p=1.0,
-                                       max_tokens=max_tokens,
-                                       seed=derive_seed(ctx.seed, "rubric")), role="rubric")
-            comps = await value_call(self.lm, req, usage)
-            text, reason = (comps[0].text, comps[0].finish_reason) if comps else ("", None)
-            self._rubrics[key] = parse_rubric(text, reason)
-            record(usage, "rubric", self.lm.spec, [(self._rubrics[key] is not None, text)])
-        return self._rubrics[key]
+        task = self._rubrics.get(key)
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            task = self._rubrics[key] = asyncio.ensure_future(
+                self._write_rubric(ctx, reflections, usage))
+        return await asyncio.shield(task)
+
+    async def _write_rubric(self, ctx: Context, reflections: Sequence[dict],
+                            usage: UsageByRole | None) -> str | None:
+        max_tokens = self.sampling["max_tokens"]
+        req = ChatRequest(fit(self.lm, max_tokens,
+                              lambda keep: rubric_messages(ctx, reflections), 0, "rubric"),
+                          Sampling(n=1, temperature=0.7 if reflections else 0.0, top_p=1.0,
+                                   max_tokens=max_tokens, seed=derive_seed(ctx.seed, "rubric")),
+                          role="rubric")
+        comps = await value_call(self.lm, req, usage)
+        text, reason = (comps[0].text, comps[0].finish_reason) if comps else ("", None)
+        rubric = parse_rubric(text, reason)
+        record(usage, "rubric", self.lm.spec, [(rubric is not None, text)])
+        return rubric
 
     async def evaluate(self, ctx: Context, reflections: Sequence[dict] = (),
                        usage: UsageByRole | None = None) -> ValueRecord:

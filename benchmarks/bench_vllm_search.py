@@ -6,9 +6,17 @@ needs FAISS, which the vLLM venv lacks) plays several grid-map tasks at once thr
 runner. Its model is the in-process ``vllm`` backend (:class:`clew.agents.lm.vllm_backend.VLLMModel`,
 prefix caching on) serving the tiny local model with larger random weights, so that output varies
 and sometimes ends early (as the tests' "lively" model). A wrapper logs every request the search
-sends. Then the same requests (same token ids, same ``SamplingParams`` via
-:func:`~clew.agents.lm.vllm_backend.sampling_params`, seeds included, so the same outputs) go to
-``vllm.LLM.generate`` as one offline batch on an engine with the same settings.
+sends (for the roles), and every engine request the backend makes of them (token ids and
+``SamplingParams``, seeds included; with constrained answers also the short second request that
+finishes a sample cut before its answer). Then the same engine requests go to
+``vllm.LLM.generate`` as one offline batch on an engine with the same settings (same outputs).
+
+``--constrain`` (the default) constrains the policy's answers to the legal moves and the value's
+to a status code (``policy.constrain``, ``value.constrain``;
+docs/methods/parsing.md#constrained-answers). The random model then answers in the roles' format:
+every value sample parses, values are backed up, and a single episode grows the trees a real
+model would (without it, most values are unknown, nothing is backed up, and one episode sends a
+handful of requests). ``--no-constrain`` gives the earlier, unconstrained run.
 
 Figures:
 
@@ -26,8 +34,8 @@ Figures:
 
 The tiny model is gibberish, so the grid-map env used here parses any text to a legal move
 (a crc32 of the text picks it); otherwise no proposal would parse and no tree would grow. Prompts,
-trajectories and request shapes are the real ones. Values all fail to parse (v = 0), which only
-changes which leaves MCTS selects.
+trajectories and request shapes are the real ones. Unconstrained (``--no-constrain``) the values
+fail to parse and stay unknown, so little is backed up and the trees barely grow.
 
 Runs with the vLLM venv (.venv-vllm, scripts/setup_vllm_cpu.sh). Started by another Python
 (``make bench`` uses the main venv), it re-executes itself with .venv-vllm/bin/python when that
@@ -128,6 +136,30 @@ register(LENIENT, f"{__name__}:LenientGridMapEnv")
 
 
 @dataclass
+class EngineRequest:
+    """One request the backend sent to the engine."""
+
+    ids: list[int]
+    params: object          # vllm.SamplingParams
+    sent: float
+    done: float
+    tokens: int             # generated, over its n samples
+
+
+def record_engine(backend, log: list[EngineRequest]) -> None:
+    """Log every engine request ``backend`` (a VLLMModel) makes, with its times."""
+    generate = backend._generate
+
+    async def logged(ids, params):
+        sent = time.perf_counter()
+        final = await generate(ids, params)
+        log.append(EngineRequest(list(ids), params, sent, time.perf_counter(),
+                                 sum(len(o.token_ids) for o in final.outputs)))
+        return final
+    backend._generate = logged
+
+
+@dataclass
 class Logged:
     request: ChatRequest
     sent: float
@@ -217,8 +249,10 @@ async def search_run(lm: RecordingLM, args, wave_size: int, episodes: int) -> di
             "mcts", model=lm, seed=args.seed,
             search={"n_simulations": args.simulations, "branching_factor": args.branching,
                     "wave_size": wave_size},
-            policy={"n_samples_min": args.samples, "max_tokens": args.max_tokens},
-            value={"single": {"n": args.samples, "max_tokens": args.max_tokens}}), args.steps)
+            policy={"n_samples_min": args.samples, "max_tokens": args.max_tokens,
+                    "constrain": args.constrain},
+            value={"constrain": args.constrain,
+                   "single": {"n": args.samples, "max_tokens": args.max_tokens}}), args.steps)
 
     tasks = lenient_tasks(args.suite, episodes)
     with tempfile.TemporaryDirectory() as tmp:
@@ -285,10 +319,12 @@ def main() -> None:
     ap.add_argument("--block-size", type=int, default=None,
                     help="KV-cache block size (vLLM's CPU default: 128)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--constrain", action=argparse.BooleanOptionalAction, default=True,
+                    help="constrained policy and value answers (see the module docstring)")
     args = ap.parse_args()
     variants = parse_variants(args.variants, default_k)
 
-    from clew.agents.lm.vllm_backend import VLLMModel, sampling_params
+    from clew.agents.lm.vllm_backend import VLLMModel
     from vllm import LLM
 
     engine = {"dtype": "float32", "max_model_len": 4096, "enforce_eager": True,
@@ -299,11 +335,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = lively_model(Path(tmp) / "lively")
         backend = VLLMModel(str(model_dir), **engine)
+        engine_log: list[EngineRequest] = []
+        record_engine(backend, engine_log)
         try:
             lm = RecordingLM(backend)
             asyncio.run(lm.generate([ChatRequest([{"role": "user", "content": "warm up"}])]))
             for k, episodes in variants:
                 lm.log = []
+                engine_log.clear()
                 reset = asyncio.run_coroutine_threadsafe(backend.engine.reset_prefix_cache(),
                                                          backend._loop)
                 reset.result()
@@ -311,34 +350,34 @@ def main() -> None:
                 run = asyncio.run(search_run(lm, args, k, episodes))
                 after = prefix_counters()
                 runs.append({"k": k, "episodes": episodes, "run": run, "log": lm.log,
+                             "engine": list(engine_log),
                              "hits": after["hits"] - before["hits"],
                              "queries": after["queries"] - before["queries"],
-                             "prompts": [backend.prompt_ids(e.request.messages)
-                                         for e in lm.log]})
+                             "prompts": [e.ids for e in engine_log]})
         finally:
             backend.close()
 
         # the offline engine gets exactly the backend's settings (CPU defaults included)
         llm = LLM(**{**backend.engine_args, "disable_log_stats": False})
         first = runs[0]
-        replay_batch(llm, first["prompts"][:4],
-                     [sampling_params(e.request.sampling) for e in first["log"][:4]])  # warm-up
+        replay_batch(llm, first["prompts"][:4], [e.params for e in first["engine"][:4]])  # warm-up
         for r in runs:
             llm.reset_prefix_cache()
-            params = [sampling_params(e.request.sampling) for e in r["log"]]
+            params = [e.params for e in r["engine"]]
             r["batch_s"], r["batch_tokens"], r["per"] = replay_batch(llm, r["prompts"], params)
             r["cached"], r["total"] = cross_request_hits(llm, r["prompts"])
         block_size = llm.llm_engine.vllm_config.cache_config.block_size
 
     out = {"benchmark": BENCHMARK, "model": "tiny lively (local, random weights)",
            "agent": "mcts (LM policy + SA value, no reflection)", "suite": args.suite,
+           "constrained": args.constrain,
            "steps": args.steps, "simulations": args.simulations, "branching": args.branching,
            "samples": args.samples, "max_tokens": args.max_tokens, "block_size": block_size,
            "default_wave_size": default_k, "variants": {}}
     for r in runs:
-        log = r["log"]
-        tokens = sum(c.usage.completion_tokens for e in log for c in e.completions)
-        same = [sum(c.usage.completion_tokens for c in e.completions) for e in log] == r["per"]
+        log, engine_log = r["log"], r["engine"]
+        tokens = sum(e.tokens for e in engine_log)
+        same = [e.tokens for e in engine_log] == r["per"]
         search_tps = tokens / r["run"]["seconds"]
         batch_tps = r["batch_tokens"] / r["batch_s"]
         roles: dict[str, int] = {}
@@ -347,10 +386,12 @@ def main() -> None:
         rate = r["hits"] / r["queries"] if r["queries"] else None
         out["variants"][f"k{r['k']}_x{r['episodes']}"] = {
             "wave_size": r["k"], "episodes": r["episodes"], "requests": len(log),
-            "requests_by_role": roles, "prompt_tokens": r["total"],
+            "engine_requests": len(engine_log), "requests_by_role": roles,
+            "prompt_tokens": r["total"],
             "generated_tokens": tokens, "replay_same_token_counts": same,
             "search_seconds": round(r["run"]["seconds"], 2),
-            "search_busy_seconds": round(max(e.done for e in log) - min(e.sent for e in log), 2),
+            "search_busy_seconds": round(max(e.done for e in engine_log)
+                                         - min(e.sent for e in engine_log), 2),
             "search_tokens_per_s": round(search_tps, 1),
             "batch_seconds": round(r["batch_s"], 2), "batch_tokens_per_s": round(batch_tps, 1),
             "throughput_ratio": round(search_tps / batch_tps, 3),

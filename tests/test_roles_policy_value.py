@@ -190,6 +190,34 @@ def test_rubric_written_once_per_task_and_shown():
                                      for r in grading)
 
 
+def test_evaluations_in_flight_together_share_one_rubric_request():
+    """A wave evaluates several leaves at once: they await one rubric request, not one each;
+    a rubric request that fails is asked again by the next evaluation."""
+    lm = FakeLM(grader(["B"]), latency=0.01)     # replies arrive after all have asked
+    vf = SingleValue(lm, ValueOptions(single={"n": 3, "rubric": True}))
+    leaves = [ctx(observations=["o0", f"o{i}"], actions=["a"]) for i in range(1, 5)]
+
+    async def wave():
+        return await asyncio.gather(*(vf.evaluate(c) for c in leaves))
+
+    records = run(wave())
+    assert [r.role for r in lm.calls].count("rubric") == 1
+    assert all(r.rubric and "the goal is reached" in r.rubric for r in records)
+
+    fails = {"left": 1}
+
+    def flaky(req, i):
+        if req.role == "rubric" and fails["left"]:
+            fails["left"] -= 1
+            raise LMError("server down")
+        return grader(["B"])(req, i)
+
+    vf = SingleValue(FakeLM(flaky), ValueOptions(single={"n": 3, "rubric": True}))
+    with pytest.raises(LMError, match="server down"):
+        run(vf.evaluate(leaves[0]))
+    assert run(vf.evaluate(leaves[0])).rubric
+
+
 def test_failing_value_call_raises_never_zero_and_is_not_retried_here():
     attempts = []
 
