@@ -1,9 +1,11 @@
 """Benchmark (c): vLLM throughput during a tree search, and its prefix-cache hit rate (issue 7).
 
-An MCTS run with LM roles (the ``mcts`` preset: LM policy with ``n`` samples per
-expansion, single-agent value with ``n`` samples and a rubric; no reflection, because the memory
-needs FAISS, which the vLLM venv lacks) plays several grid-map tasks at once through the episode
-runner. Its model is the in-process ``vllm`` backend (:class:`clew.agents.lm.vllm_backend.VLLMModel`,
+A search agent with LM roles plays one or several grid-map tasks at once through the episode
+runner: ``--agent rmcts-mad`` (the default: LM policy with ``n`` samples per expansion, the
+debate value: two arguments, then the judge with ``n/2`` samples in each order) or ``--agent
+mcts`` (single-agent value with ``n`` samples and a rubric); no reflection, because the memory
+needs FAISS, which the vLLM venv lacks. ``d`` in ``--variants`` is the wave size the agent's
+preset sets (configs/agents/). Its model is the in-process ``vllm`` backend (:class:`clew.agents.lm.vllm_backend.VLLMModel`,
 prefix caching on) serving the tiny local model with larger random weights, so that output varies
 and sometimes ends early (as the tests' "lively" model). A wrapper logs every request the search
 sends (for the roles), and every engine request the backend makes of them (token ids and
@@ -244,15 +246,25 @@ async def search_run(lm: RecordingLM, args, wave_size: int, episodes: int) -> di
     from clew.eval.runner import run_suite
     from clew.records import RunDir
 
+    if preset_option(args.agent, "value", "kind", "single") == "debate":
+        # two arguments, then the judge's samples in both orders (n in all)
+        value = {"debate": {"judge_samples_per_order": max(1, args.samples // 2),
+                            "argue_max_tokens": args.max_tokens,
+                            "judge_max_tokens": args.max_tokens}}
+    else:
+        value = {"single": {"n": args.samples, "max_tokens": args.max_tokens}}
+    # no reflection: the memory needs FAISS, which the vLLM venv lacks
+    extra = {"reflection": False, "memory": {"enabled": False}} \
+        if preset_option(args.agent, "reflection", None, None) is not None else {}
+
     def agent():
         return ending_after(build_agent(
-            "mcts", model=lm, seed=args.seed,
+            args.agent, model=lm, seed=args.seed,
             search={"n_simulations": args.simulations, "branching_factor": args.branching,
                     "wave_size": wave_size},
             policy={"n_samples_min": args.samples, "max_tokens": args.max_tokens,
                     "constrain": args.constrain},
-            value={"constrain": args.constrain,
-                   "single": {"n": args.samples, "max_tokens": args.max_tokens}}), args.steps)
+            value={"constrain": args.constrain, **value}, **extra), args.steps)
 
     tasks = lenient_tasks(args.suite, episodes)
     with tempfile.TemporaryDirectory() as tmp:
@@ -302,15 +314,35 @@ def parse_variants(text: str, default_k: int) -> list[tuple[int, int]]:
     return out
 
 
+def preset_option(agent: str, section: str, key: str | None, default):
+    """``agent_options.SECTION.KEY`` (the section itself when ``key`` is None) as the preset
+    ``agent`` sets it, following presets built on presets; ``default`` where none does."""
+    from clew.eval.agents import load_preset, preset_names
+
+    while agent in preset_names():
+        data = load_preset(agent)
+        value = (data.get("agent_options") or {}).get(section)
+        if value is not None and key is not None:
+            value = value.get(key)
+        if value is not None:
+            return value
+        agent = data["agent"]
+    return default
+
+
 def main() -> None:
     from clew.search.mcts import MCTSConfig
 
-    default_k = MCTSConfig.model_fields["wave_size"].default
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--agent", default="rmcts-mad",
+                    help="search preset: rmcts-mad (debate value) or mcts (single-agent value)")
+    agent = ap.parse_known_args()[0].agent
+    default_k = preset_option(agent, "search", "wave_size",
+                              MCTSConfig.model_fields["wave_size"].default)
     ap.add_argument("--suite", default="gridmap-v1:test")
     ap.add_argument("--variants", default="1:1,d:1,1:16,d:16",
                     help="wave size:concurrent episodes, comma-separated; d = the default "
-                         f"wave size ({default_k})")
+                         f"wave size of the agent's preset ({default_k})")
     ap.add_argument("--steps", type=int, default=3, help="real steps (trees) per episode")
     ap.add_argument("--simulations", type=int, default=8)
     ap.add_argument("--branching", type=int, default=3)
@@ -369,7 +401,7 @@ def main() -> None:
         block_size = llm.llm_engine.vllm_config.cache_config.block_size
 
     out = {"benchmark": BENCHMARK, "model": "tiny lively (local, random weights)",
-           "agent": "mcts (LM policy + SA value, no reflection)", "suite": args.suite,
+           "agent": f"{args.agent} (LM roles, no reflection)", "suite": args.suite,
            "constrained": args.constrain,
            "steps": args.steps, "simulations": args.simulations, "branching": args.branching,
            "samples": args.samples, "max_tokens": args.max_tokens, "block_size": block_size,
