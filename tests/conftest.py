@@ -79,6 +79,13 @@ def make_lora(base: Path, dst: Path, rank: int = 8, seed: int = 1) -> Path:
 
 
 @pytest.fixture(scope="session")
+def lora_maker():
+    """:func:`make_lora` for tests that cannot import it: under tests/vllm_cpu the name
+    ``conftest`` is that folder's own."""
+    return make_lora
+
+
+@pytest.fixture(scope="session")
 def lively_lora_dir(lively_model_dir, tmp_path_factory) -> Path:
     """A LoRA adapter (rank 8, attention projections) for ``lively_model_dir``."""
     return make_lora(lively_model_dir, tmp_path_factory.mktemp("lively-lora"))

@@ -28,7 +28,6 @@ from clew.scripts.cli import main
 from vllm_helpers import CHATS, ENGINE, greedy, summary
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from conftest import make_lora
 from toyenv import register
 
 pytestmark = pytest.mark.vllm
@@ -45,9 +44,9 @@ def test_lora_ranks_are_the_ones_installed_vllm_accepts():
     assert LORA_RANKS == typing.get_args(MaxLoRARanks)
 
 
-def test_a_rank_4_adapter_is_served_with_rank_8(lively_model_dir, tmp_path):
+def test_a_rank_4_adapter_is_served_with_rank_8(lively_model_dir, tmp_path, lora_maker):
     """vLLM refuses max_lora_rank=4; the adapter's rank is rounded up and it serves unchanged."""
-    adapter = make_lora(lively_model_dir, tmp_path / "lora-r4", rank=4)
+    adapter = lora_maker(lively_model_dir, tmp_path / "lora-r4", rank=4)
     lm = load_model(f"vllm:{lively_model_dir}+lora:{adapter}", shared=False, **ENGINE)
     try:
         assert lm.settings["max_lora_rank"] == 8
