@@ -8,11 +8,11 @@ import asyncio
 
 import pytest
 import torch
+from clew.agents.debate import DebateValue
 from clew.agents.distilled import DistilledAgent, DistilledPolicy, answer_choices
 from clew.agents.lm.base import ChatRequest, LMError, Sampling, answer_suffix
 from clew.agents.lm.fake import FakeLM
 from clew.agents.lm.hf import HFModel
-from clew.agents.debate import DebateValue
 from clew.agents.options import (
     DistilledPolicyOptions,
     OptionsError,
