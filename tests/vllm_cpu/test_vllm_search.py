@@ -18,6 +18,7 @@ from clew.envs.base import Task
 from clew.envs.registry import register
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
+from vllm_helpers import reflecting_rmcts_mad
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from test_search_lm_backends import LenientToyEnv  # noqa: F401  (the env class)
@@ -59,15 +60,8 @@ def test_rmcts_mad_with_reflection_memory_on_the_vllm_engine(base_engine, tmp_pa
     memory_dir = tmp_path / "memory"
 
     def agent():
-        return build_agent(
-            "rmcts-mad", model=base_engine,
-            search={"branching_factor": 2, "n_simulations": 2},
-            policy={"n_samples_min": 4, "max_tokens": 12},
-            value={"debate": {"judge_samples_per_order": 1, "argue_max_tokens": 12,
-                              "judge_max_tokens": 12}},
-            reflection={"reflector": {"max_tokens": 12},
-                        "policy": {"threshold": -1.0}, "value": {"threshold": -1.0}},
-            memory={"dir": str(memory_dir), "min_score": -1.0})
+        return reflecting_rmcts_mad(base_engine, max_tokens=12, n_samples_min=4,
+                                    memory={"dir": str(memory_dir), "min_score": -1.0})
 
     task = Task("toy-lenient", {"goal": ["b", "a"]}, id="v1")
     first = agent()

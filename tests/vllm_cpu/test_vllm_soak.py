@@ -29,11 +29,10 @@ from clew.envs.registry import EnvEntry
 from clew.envs.suites import resolve
 from clew.envs.textminigrid.env import TextMiniGridEnv
 from clew.envs.textminigrid.parsing import ACTIONS
-from clew.eval.agents import build_agent
 from clew.eval.evaluate import finalize
 from clew.eval.runner import run_suite
 from clew.records import RunDir
-from vllm_helpers import ENGINE
+from vllm_helpers import ENGINE, reflecting_rmcts_mad
 
 pytestmark = pytest.mark.vllm
 STEPS = int(os.environ.get("CLEW_SOAK_STEPS", "8"))
@@ -142,15 +141,8 @@ def soak(model_dir, tmp_path, monkeypatch, context, prompt, n_tasks, steps):
     run.open({"agent": "rmcts-mad"}, resume=False, compare=())
 
     def agent():
-        return build_agent(
-            "rmcts-mad", model=lm,
-            search={"branching_factor": 2, "n_simulations": 2},
-            policy={"n_samples_min": 2, "max_tokens": 48},
-            value={"debate": {"judge_samples_per_order": 1, "argue_max_tokens": 48,
-                              "judge_max_tokens": 48}},
-            reflection={"reflector": {"max_tokens": 48},
-                        "policy": {"threshold": -1.0}, "value": {"threshold": -1.0}},
-            memory={"dir": str(tmp_path / "memory")})
+        return reflecting_rmcts_mad(lm, max_tokens=48, n_samples_min=2,
+                                    memory={"dir": str(tmp_path / "memory")})
 
     start = time.perf_counter()
     try:

@@ -31,3 +31,19 @@ def summary(completions) -> list[tuple]:
     """What must agree between backends: text, finish reason, token counts."""
     return [(c.text, c.finish_reason, c.usage.prompt_tokens, c.usage.completion_tokens)
             for c in completions]
+
+
+def reflecting_rmcts_mad(model, max_tokens: int, n_samples_min: int, memory: dict):
+    """R-MCTS_MAD at the smallest settings that still call every role (two simulations, two
+    children, one judge sample per order), every step eligible for a reflection (thresholds -1)."""
+    from clew.eval.agents import build_agent
+
+    return build_agent(
+        "rmcts-mad", model=model,
+        search={"branching_factor": 2, "n_simulations": 2},
+        policy={"n_samples_min": n_samples_min, "max_tokens": max_tokens},
+        value={"debate": {"judge_samples_per_order": 1, "argue_max_tokens": max_tokens,
+                          "judge_max_tokens": max_tokens}},
+        reflection={"reflector": {"max_tokens": max_tokens},
+                    "policy": {"threshold": -1.0}, "value": {"threshold": -1.0}},
+        memory=memory)
