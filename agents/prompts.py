@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clew.agents.fitting import elide_pairs, gap_note
-from clew.agents.parsing import ANSWER_PHRASE, RUBRIC_END, RUBRIC_START
+from clew.agents.parsing import ANSWER_PHRASE, RUBRIC_END, RUBRIC_START, STATUS_PHRASE
 
 PROMPTS_VERSION = "clew-prompts-3"
 _OWN_LABEL = re.compile(r"^\s*OBSERVATION\s*:\s*", re.IGNORECASE)
@@ -266,7 +266,7 @@ MAD_CODES = (
     "E: no progress, an invalid latest action, or a wrong final answer.")
 
 OUTPUT_FORMAT = ("Answer with one line \"Thoughts: <your reasoning>\" and then one line "
-                 "\"STATUS CODE: <letter>\".")
+                 f"\"{STATUS_PHRASE} <letter>\".")
 
 
 def value_system(ctx: Context, with_grammar: bool = False) -> str:

@@ -93,6 +93,7 @@ if __name__ == "__main__":
 # Below: only under a Python with vllm (the guard above re-executed or exited otherwise).
 import argparse
 import asyncio
+import collections
 import dataclasses
 import json
 import shutil
@@ -161,27 +162,17 @@ def record_engine(backend, log: list[EngineRequest]) -> None:
     backend._generate = logged
 
 
-@dataclass
-class Logged:
-    request: ChatRequest
-    sent: float
-    done: float
-    completions: list[Completion]
-
-
 class RecordingLM(LanguageModel):
-    """Passes requests to ``inner`` and logs each with its send and reply times."""
+    """Passes requests to ``inner`` and logs them (the roles' requests; their timing and the
+    replay come from the engine-level log, :func:`record_engine`)."""
 
     def __init__(self, inner: LanguageModel):
         self.inner, self.spec, self.name = inner, inner.spec, getattr(inner, "name", inner.spec)
-        self.log: list[Logged] = []
+        self.log: list[ChatRequest] = []
 
     async def generate(self, requests: list[ChatRequest]) -> list[list[Completion]]:
-        sent = time.perf_counter()
-        out = await self.inner.generate(requests)
-        done = time.perf_counter()
-        self.log.extend(Logged(r, sent, done, c) for r, c in zip(requests, out))
-        return out
+        self.log.extend(requests)
+        return await self.inner.generate(requests)
 
 
 def lively_model(dst: Path, std: float = 0.2, seed: int = 0) -> Path:
@@ -278,13 +269,13 @@ async def search_run(lm: RecordingLM, args, wave_size: int, episodes: int) -> di
     return {"seconds": seconds, "episodes": counts["finished"]}
 
 
-def replay_batch(llm, prompts, params) -> tuple[float, int, list[int]]:
+def replay_batch(llm, requests: list[EngineRequest]) -> tuple[float, int, list[int]]:
     """All requests as one ``LLM.generate`` call: (seconds, generated tokens, per-request)."""
     from vllm.inputs import TokensPrompt
 
     t0 = time.perf_counter()
-    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
-                        use_tqdm=False)
+    outs = llm.generate([TokensPrompt(prompt_token_ids=e.ids) for e in requests],
+                        [e.params for e in requests], use_tqdm=False)
     seconds = time.perf_counter() - t0
     per = [sum(len(o.token_ids) for o in out.outputs) for out in outs]
     return seconds, sum(per), per
@@ -384,20 +375,18 @@ def main() -> None:
                 runs.append({"k": k, "episodes": episodes, "run": run, "log": lm.log,
                              "engine": list(engine_log),
                              "hits": after["hits"] - before["hits"],
-                             "queries": after["queries"] - before["queries"],
-                             "prompts": [e.ids for e in engine_log]})
+                             "queries": after["queries"] - before["queries"]})
         finally:
             backend.close()
 
         # the offline engine gets exactly the backend's settings (CPU defaults included)
         llm = LLM(**{**backend.engine_args, "disable_log_stats": False})
         first = runs[0]
-        replay_batch(llm, first["prompts"][:4], [e.params for e in first["engine"][:4]])  # warm-up
+        replay_batch(llm, first["engine"][:4])  # warm-up
         for r in runs:
             llm.reset_prefix_cache()
-            params = [e.params for e in r["engine"]]
-            r["batch_s"], r["batch_tokens"], r["per"] = replay_batch(llm, r["prompts"], params)
-            r["cached"], r["total"] = cross_request_hits(llm, r["prompts"])
+            r["batch_s"], r["batch_tokens"], r["per"] = replay_batch(llm, r["engine"])
+            r["cached"], r["total"] = cross_request_hits(llm, [e.ids for e in r["engine"]])
         block_size = llm.llm_engine.vllm_config.cache_config.block_size
 
     out = {"benchmark": BENCHMARK, "model": "tiny lively (local, random weights)",
@@ -412,9 +401,7 @@ def main() -> None:
         same = [e.tokens for e in engine_log] == r["per"]
         search_tps = tokens / r["run"]["seconds"]
         batch_tps = r["batch_tokens"] / r["batch_s"]
-        roles: dict[str, int] = {}
-        for e in log:
-            roles[e.request.role] = roles.get(e.request.role, 0) + 1
+        roles = dict(collections.Counter(request.role for request in log))
         rate = r["hits"] / r["queries"] if r["queries"] else None
         out["variants"][f"k{r['k']}_x{r['episodes']}"] = {
             "wave_size": r["k"], "episodes": r["episodes"], "requests": len(log),
