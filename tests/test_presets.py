@@ -51,6 +51,11 @@ def test_presets_mean_what_their_names_say():
     mcts = build_agent("mcts")
     assert mcts.reflection is None and mcts.memory is None and mcts.kind == "heuristic"
     assert build_agent("rmcts").memory is not None
+    # the R-MCTS presets search in waves of 4 (variants included); plain MCTS one at a time
+    for name in ("rmcts", "rmcts-mad", "rmcts-mad-no-prefl"):
+        assert build_agent(name, model="fake:x").algorithm.config.wave_size == 4
+    assert mcts.algorithm.config.wave_size == build_agent("mcts", model="fake:x") \
+        .algorithm.config.wave_size == 1
 
 
 @pytest.mark.parametrize("options, named", [
