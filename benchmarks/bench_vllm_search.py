@@ -43,8 +43,8 @@ Figures:
   ``search_idle_seconds``, the time no request was in flight.
 * ``ratio_to_capped_batch`` (single episodes): the search's tokens per second over those of the
   same offline batch on an engine that runs at most ``sequences_in_flight`` sequences at once
-  (``max_num_seqs``). Near 1, the framework loses nothing at the parallelism the tree offers,
-  and the rest of the gap to the full batch is that parallelism.
+  (``max_num_seqs``). At 1 or above, the framework loses nothing at the parallelism the tree
+  offers, and the rest of the gap to the full batch is that parallelism.
 * ``cross_request_hit_rate``: the stricter figure, each request's prompt counted once: the
   logged requests are replayed one at a time in arrival order, ``n=1`` and one output token, on the
   offline engine with its prefix cache reset, summing ``RequestOutput.num_cached_tokens``. It
@@ -215,18 +215,19 @@ def lively_model(dst: Path, std: float = 0.2, seed: int = 0) -> Path:
     return dst
 
 
-# words of the formatted model's short reasoning before its answer (the tiny tokenizer's own)
+# words of the formatted model's short reasoning before its answer
 FILLER = ("the", "agent", "is", "at", "goal", "so", "move", "up", "down", "left", "right",
           "explore", "node", "state", "value", "best", "found", "far", "step", "pending",
           "blocked")
 
 
 def formatted_model(dst: Path, args, wave_size: int) -> Path:
-    """The tiny model fine-tuned, for about a minute, to answer the roles' own prompts as an
-    instruct model does: a few words, then the answer line (``Next action: ```up``` ``,
+    """The tiny model fine-tuned, for about half a minute, to answer the roles' own prompts as
+    an instruct model does: a few words, then the answer line (``Next action: ```up``` ``,
     ``STATUS CODE: ```B``` ``), then the end of turn, well inside ``max_tokens``. Its samples then
-    end by themselves, as a real model's do, and the backend never sends the second request that
-    finishes a sample cut before its answer (the lively model needs one for almost every sample).
+    mostly end by themselves, as a real model's do, and the backend seldom sends the second
+    request that finishes a sample cut before its answer (about one constrained sample in nine,
+    measured; the lively model needs one for almost every sample).
 
     The prompts are those of a search with a scripted backend (:class:`~clew.agents.lm.fake.
     FakeLM`) answering the same way at random: real prompts and request shapes, no engine needed.
