@@ -418,7 +418,7 @@ def main() -> None:
                     help="wave size:concurrent episodes, comma-separated; d = the default "
                          f"wave size of the agent's preset ({default_k})")
     ap.add_argument("--steps", type=int, default=3, help="real steps (trees) per episode")
-    ap.add_argument("--simulations", type=int, default=8)
+    ap.add_argument("--simulations", type=int, default=20, help="per search (issue 12's 20)")
     ap.add_argument("--branching", type=int, default=3)
     ap.add_argument("--samples", type=int, default=10, help="n of policy and value requests")
     ap.add_argument("--max-tokens", type=int, default=32)
