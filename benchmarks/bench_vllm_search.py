@@ -467,7 +467,7 @@ def main() -> None:
                 run = asyncio.run(search_run(lm, args, k, episodes))
                 after = prefix_counters()
                 runs.append({"k": k, "episodes": episodes, "run": run, "log": lm.log,
-                             "engine": list(engine_log),
+                             "engine": list(engine_log), "in_flight": in_flight(engine_log),
                              "hits": after["hits"] - before["hits"],
                              "queries": after["queries"] - before["queries"]})
         finally:
@@ -487,12 +487,13 @@ def main() -> None:
         # kept in flight (single episodes): the part of the gap the framework could close
         for k in sorted({r["k"] for r in runs if r["episodes"] == 1}):
             same_k = [r for r in runs if r["k"] == k and r["episodes"] == 1]
-            cap = max(1, round(in_flight(same_k[0]["engine"])[0]))
+            cap = max(1, round(same_k[0]["in_flight"][0]))
             llm = LLM(**{**backend.engine_args, "max_num_seqs": cap})
             replay_batch(llm, first["engine"][:4])  # warm-up
             for r in same_k:
                 llm.reset_prefix_cache()
-                r["capped"] = cap, *replay_batch(llm, r["engine"])[:2]
+                seconds, tokens, _ = replay_batch(llm, r["engine"])
+                r["capped"] = {"cap": cap, "tokens_per_s": tokens / seconds}
             del llm
 
     out = {"benchmark": BENCHMARK,
@@ -505,7 +506,7 @@ def main() -> None:
            "default_wave_size": default_k, "variants": {}}
     for r in runs:
         log, engine_log = r["log"], r["engine"]
-        seqs, idle = in_flight(engine_log)
+        seqs, idle = r["in_flight"]
         tokens = sum(e.tokens for e in engine_log)
         same = [e.tokens for e in engine_log] == r["per"]
         search_tps = tokens / r["run"]["seconds"]
@@ -526,9 +527,9 @@ def main() -> None:
             "search_tokens_per_s": round(search_tps, 1),
             "batch_seconds": round(r["batch_s"], 2), "batch_tokens_per_s": round(batch_tps, 1),
             "throughput_ratio": round(search_tps / batch_tps, 3),
-            **({"batch_max_sequences": r["capped"][0],
-                "capped_batch_tokens_per_s": round(r["capped"][2] / r["capped"][1], 1),
-                "ratio_to_capped_batch": round(search_tps * r["capped"][1] / r["capped"][2], 3)}
+            **({"batch_max_sequences": r["capped"]["cap"],
+                "capped_batch_tokens_per_s": round(r["capped"]["tokens_per_s"], 1),
+                "ratio_to_capped_batch": round(search_tps / r["capped"]["tokens_per_s"], 3)}
                if "capped" in r else {}),
             "prefix_cache_hit_rate": round(rate, 3) if rate is not None else None,
             "cross_request_hit_rate": round(r["cached"] / r["total"], 3) if r["total"] else None,
