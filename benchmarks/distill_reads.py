@@ -30,6 +30,8 @@ from pathlib import Path
 
 from clew.envs.base import Task
 from clew.envs.registry import make_for
+from clew.envs.suites import load_tasks_file
+from clew.records.jsonl import read_jsonl
 
 OPPOSITE = {"up": "down", "down": "up", "left": "right", "right": "left"}
 ANSWER = re.compile(r"Next action: ```(.*?)```")
@@ -64,12 +66,15 @@ def play(task: Task, rule: bool, rng: random.Random, max_steps: int = 40) -> flo
 
 
 def rules(args: argparse.Namespace) -> dict:
-    tasks = [Task(**json.loads(line)) for line in Path(args.tasks).read_text().splitlines()
-             if line.strip()]
+    tasks = load_tasks_file(Path(args.tasks))
+    per_task = args.episodes // max(len(tasks), 1)
+    if per_task < 1:
+        raise SystemExit(f"error: {args.tasks}: --episodes {args.episodes} is less than one per "
+                         f"task ({len(tasks)} tasks)")
     out = {"bench": "distill_reads.rules", "tasks": args.tasks, "episodes": 0}
     for name, rule in (("uniform", False), ("rule", True)):
         rng = random.Random(args.seed)
-        grades = [play(t, rule, rng) for t in tasks for _ in range(args.episodes // len(tasks))]
+        grades = [play(t, rule, rng) for t in tasks for _ in range(per_task)]
         out["episodes"] = len(grades)
         out[name] = round(statistics.fmean(grades), 4)
         out[f"{name}_se"] = round(statistics.stdev(grades) / math.sqrt(len(grades)), 4)
@@ -85,29 +90,27 @@ def turn(row: dict) -> tuple[list[str], list[str], str] | None:
         moves = re.search(r"Legal moves: ([a-z, ]+)\.", user)
         previous = re.search(r"PREVIOUS ACTION: (\S+)", user)
         legal = moves.group(1).split(", ") if moves else []
-        prev = previous.group(1) if previous else None
+        ok = allowed(env, legal, previous.group(1) if previous else None)
     else:
+        # rooms: only the turns with a ball in sight (the teacher itself often goes back through
+        # the door it came by, so the door half of the rule says little about what it teaches)
         seen = re.findall(r"You see: (.*)", user)
         legal = seen[-1].split(", ") if seen else []
-        previous = re.search(r"PREVIOUS ACTION: (.+)", user)
-        prev = previous.group(1).strip() if previous else None
+        ok = [a for a in legal if a.endswith("ball")]
     if not answer or answer.group(1) not in legal:
         return None  # a backtrack, or a reply the probe cannot place among the legal answers
-    # rooms: only the turns with a ball in sight (the teacher itself often goes back through the
-    # door it came by, so the door half of the rule says little about what it teaches)
-    ok = allowed(env, legal, prev) if env == "gridmap" else [a for a in legal if a.endswith("ball")]
     return (legal, ok, answer.group(1)) if 0 < len(ok) < len(legal) else None
 
 
 def probe(args: argparse.Namespace) -> dict:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from clew.agents.lm.hf import HFModel
 
     torch.set_num_threads(1)
-    tok = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model).eval()
-    rows = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if r["meta"]["env"] in ("gridmap", "rooms")]
+    # the constrained agent's own scorer: each legal answer, its closing fence and the end of
+    # the turn, after the prompt and the target's text up to the opening fence
+    lm = HFModel(args.model, device="cpu")
+    rows = [r for r in read_jsonl(args.data) if r["meta"]["env"] in ("gridmap", "rooms")]
     random.Random(args.seed).shuffle(rows)
     model_share, teacher, uniform, n = 0.0, 0, 0.0, 0
     for row in rows:
@@ -116,19 +119,9 @@ def probe(args: argparse.Namespace) -> dict:
             continue
         legal, ok, answer = found
         target = row["messages"][-1]["content"]
-        prefix = tok.apply_chat_template(row["messages"][:-1], tokenize=False,
-                                         add_generation_prompt=True)
-        prefix += target[: target.index("```") + 3]
-        head = tok(prefix, add_special_tokens=False).input_ids
-        logp = {}
-        for a in legal:
-            # the answer's tokens after the fence; the pre-tokenizer splits at the backticks
-            tail = tok(prefix + a + "```", add_special_tokens=False).input_ids[len(head):]
-            ids = (head + tail)[-args.context:]
-            with torch.no_grad():
-                lp = torch.log_softmax(model(torch.tensor([ids])).logits[0], -1)
-            start = len(ids) - len(tail)
-            logp[a] = sum(float(lp[start - 1 + i, t]) for i, t in enumerate(tail))
+        context = (lm.prompt_ids(row["messages"][:-1])
+                   + lm.text_ids(target[: target.index("```") + 3]))
+        logp = dict(zip(legal, lm.choice_logprobs([context], [legal])[0]))
         top = max(logp.values())
         z = sum(math.exp(v - top) for v in logp.values())
         model_share += sum(math.exp(logp[a] - top) for a in ok) / z
@@ -155,7 +148,6 @@ def main() -> None:
     p.add_argument("--model", required=True)
     p.add_argument("--data", required=True)
     p.add_argument("--turns", type=int, default=300)
-    p.add_argument("--context", type=int, default=2048, help="the model's training max_length")
     for q in (r, p):
         q.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()

@@ -2,6 +2,7 @@
 itself needs a trained model; docs/results.md#why-grid-maps-and-rooms-stay-at-random)."""
 
 import importlib.util
+import json
 import random
 import sys
 from pathlib import Path
@@ -56,3 +57,15 @@ def test_the_grid_map_rule_beats_the_uniform_walk(reads):
     uniform = sum(reads.play(t, False, rng) >= 1.0 for t in tasks for _ in range(40))
     rule = sum(reads.play(t, True, rng) >= 1.0 for t in tasks for _ in range(40))
     assert rule > 3 * uniform + 10
+
+
+def test_fewer_episodes_than_tasks_is_an_error_naming_the_file(reads, tmp_path):
+    from argparse import Namespace
+
+    tasks = [t for t in get_suite("exploration-v1").split("test") if t.env == "gridmap"]
+    path = tmp_path / "maps.jsonl"
+    path.write_text("".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
+    with pytest.raises(SystemExit, match=r"error: .*maps.jsonl: --episodes 2 is less than one"):
+        reads.rules(Namespace(tasks=str(path), episodes=2, seed=0))
+    out = reads.rules(Namespace(tasks=str(path), episodes=len(tasks), seed=0))
+    assert out["episodes"] == len(tasks)
