@@ -28,6 +28,7 @@ import re
 import statistics
 from pathlib import Path
 
+from clew.agents.lm.base import LMError
 from clew.envs.base import Task
 from clew.envs.registry import make_for
 from clew.envs.suites import load_tasks_file
@@ -151,7 +152,10 @@ def main() -> None:
     for q in (r, p):
         q.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    print(json.dumps(rules(args) if args.cmd == "rules" else probe(args)))
+    try:
+        print(json.dumps(rules(args) if args.cmd == "rules" else probe(args)))
+    except (OSError, ValueError, LMError) as e:  # a task or chat file, a model, unreadable
+        raise SystemExit(f"error: {e}") from None
 
 
 if __name__ == "__main__":

@@ -69,3 +69,11 @@ def test_fewer_episodes_than_tasks_is_an_error_naming_the_file(reads, tmp_path):
         reads.rules(Namespace(tasks=str(path), episodes=2, seed=0))
     out = reads.rules(Namespace(tasks=str(path), episodes=len(tasks), seed=0))
     assert out["episodes"] == len(tasks)
+
+
+def test_an_unreadable_task_file_is_one_error_line(reads, tmp_path, monkeypatch):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"env": "gridmap"\n')
+    monkeypatch.setattr(sys, "argv", ["distill_reads.py", "rules", "--tasks", str(bad)])
+    with pytest.raises(SystemExit, match=r"^error: .*bad.jsonl:1: not a task"):
+        reads.main()
