@@ -37,8 +37,12 @@ Decisions:
 * An answer without a valid action is still sent to the env (whatever the parser found): the
   env rejects it as an invalid step, which is how the runner counts format failures.
 * History longer than ``max_history_pairs`` (observation, action) pairs, the current one
-  included, keeps the first 2 and the last ``max_history_pairs - 2``: the elision of the training
-  samples (8 = 2 + 6), so the model sees at inference what it was trained on. When the
+  included, keeps the first ``keep_first_pairs`` (2) and the last ``max_history_pairs -
+  keep_first_pairs``: the elision of the training samples (8 = 2 + 6; ``elide_keep_first_pairs``
+  and ``elide_keep_last_pairs`` of ``clew data``), so the model sees at inference what it was
+  trained on. ``keep_first_pairs: 0, max_history_pairs: 1`` sends the current turn alone;
+  with ``keep_system: false`` (``elide_keep_system``) the system turn goes too, the shortest
+  prompt, a few dozen tokens on a grid map (docs/methods/loop.md#what-was-tried). When the
   model's context (``context_tokens``, else the backend's ``context_length``) would still
   overflow, the oldest kept pairs after the first exchange go (:mod:`clew.agents.fitting`),
   counted in ``episode.scratch["distilled_context_cuts"]``; a prompt that cannot fit even then
@@ -67,7 +71,7 @@ from clew.agents.base import BaseAgent, Decision, Episode, StepRecord
 from clew.agents.fitting import fit_messages
 from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
 from clew.agents.lm.calls import call
-from clew.agents.options import ACT_SAMPLING, DistilledPolicyOptions
+from clew.agents.options import ACT_SAMPLING, DistilledPolicyOptions, check_history
 from clew.agents.parsing import ANSWER_PHRASE, answer_text, record
 from clew.agents.policy import LMPolicy, Proposal
 from clew.agents.prompts import labelled
@@ -174,20 +178,20 @@ def invalid_user(env: Env, sid: int, obs: str, action: str) -> str:
             f"PREVIOUS ACTION: {action or '(none)'}")
 
 
-def elide(messages: list[Message], keep_first: int = 2, keep_last: int | None = 6
-          ) -> list[Message]:
-    """Keep the system turn, the first ``keep_first`` and the last ``keep_last`` (user,
-    assistant) pairs when there are more (no marker at the cut).
+def elide(messages: list[Message], keep_first: int = 2, keep_last: int | None = 6,
+          keep_system: bool = True) -> list[Message]:
+    """Keep the system turn (unless ``keep_system`` is false), the first ``keep_first`` and the
+    last ``keep_last`` (user, assistant) pairs when there are more (no marker at the cut).
 
     A trailing user turn (a prompt awaiting its answer) counts as a pair, so a prompt at
     inference is elided exactly like the training sample that ends with its answer."""
-    if keep_last is None:
-        return list(messages)
     head = [m for m in messages[:1] if m["role"] == "system"]
     body = messages[len(head):]
+    if not keep_system:
+        head = []
     pairs = [body[i:i + 2] for i in range(0, len(body), 2)]
-    if len(pairs) <= keep_first + keep_last:
-        return list(messages)
+    if keep_last is None or len(pairs) <= keep_first + keep_last:
+        return head + list(body)
     kept = pairs[:keep_first] + pairs[len(pairs) - keep_last:]
     return head + [m for p in kept for m in p]
 
@@ -199,14 +203,21 @@ class _Chat:
     seen_steps: int = 0
 
 
+def elide_history(messages: list[Message], max_history_pairs: int | None,
+                  keep_first_pairs: int = 2, keep_system: bool = True) -> list[Message]:
+    """The training samples' elision in the agent's terms (a total and a head)."""
+    keep_last = None if max_history_pairs is None else max_history_pairs - keep_first_pairs
+    return elide(messages, keep_first_pairs, keep_last, keep_system)
+
+
 def fit_chat(lm: LanguageModel, messages: list[Message], max_tokens: int,
-             max_history_pairs: int | None = 8, context_tokens: int | None = None
-             ) -> list[Message]:
-    """The chat as sent: elided like the training samples (first 2 and last
-    ``max_history_pairs - 2`` pairs), then fitted to the model's context (``context_tokens``
-    when given) by leaving out the oldest kept pairs after the first exchange."""
-    keep_tail = None if max_history_pairs is None else max_history_pairs - 2
-    msgs = elide(messages, 2, keep_tail)
+             max_history_pairs: int | None = 8, context_tokens: int | None = None,
+             keep_first_pairs: int = 2, keep_system: bool = True) -> list[Message]:
+    """The chat as sent: elided like the training samples (first ``keep_first_pairs`` and
+    last ``max_history_pairs - keep_first_pairs`` pairs), then fitted to the model's context
+    (``context_tokens`` when given) by leaving out the oldest kept pairs after the first
+    exchange."""
+    msgs = elide_history(messages, max_history_pairs, keep_first_pairs, keep_system)
     if context_tokens:
         lm = _WithContext(lm, context_tokens)
     return fit_messages(lm, msgs, max_tokens, "policy")
@@ -238,12 +249,12 @@ class DistilledAgent(BaseAgent):
                  max_tokens: int = ACT_SAMPLING.max_tokens,
                  greedy: bool = False, seed: int | None = 0, max_history_pairs: int | None = 8,
                  context_tokens: int | None = None, label: str | None = None,
-                 constrain: bool = False, model_options: dict[str, Any] | None = None):
+                 constrain: bool = False, model_options: dict[str, Any] | None = None,
+                 keep_first_pairs: int = 2, keep_system: bool = True):
         if not isinstance(constrain, bool):  # an option value: reported like the others
             raise ValueError(  # noqa: TRY004
                 f"distilled agent: constrain must be true or false, got {constrain!r}")
-        if max_history_pairs is not None and max_history_pairs < 3:
-            raise ValueError("distilled agent: max_history_pairs must be >= 3 (or null)")
+        check_history(max_history_pairs, keep_first_pairs, "distilled agent")
         if format not in ("el", "il"):
             raise ValueError(f"distilled agent: format must be 'el' or 'il', got {format!r}")
         self.model = model
@@ -255,6 +266,8 @@ class DistilledAgent(BaseAgent):
                          "max_tokens": max_tokens}
         self.seed = seed
         self.max_history_pairs = max_history_pairs
+        self.keep_first_pairs = keep_first_pairs
+        self.keep_system = keep_system
         self.context_tokens = context_tokens
         self.constrain = constrain
         self._lm: LanguageModel | None = model if isinstance(model, LanguageModel) else None
@@ -287,10 +300,11 @@ class DistilledAgent(BaseAgent):
 
     def _fit(self, messages: list[Message], episode: Episode) -> list[Message]:
         """The elided history; shorter still when the model's context would overflow."""
-        keep_tail = None if self.max_history_pairs is None else self.max_history_pairs - 2
-        msgs = elide(messages, 2, keep_tail)
+        msgs = elide_history(messages, self.max_history_pairs, self.keep_first_pairs,
+                             self.keep_system)
         fitted = fit_chat(self.lm, messages, self.sampling["max_tokens"],
-                          self.max_history_pairs, self.context_tokens)
+                          self.max_history_pairs, self.context_tokens, self.keep_first_pairs,
+                          self.keep_system)
         if len(fitted) < len(msgs):
             episode.scratch["distilled_context_cuts"] = (
                 episode.scratch.get("distilled_context_cuts", 0) + 1)
@@ -416,7 +430,8 @@ class DistilledPolicy(LMPolicy):
         """The request's chat: :func:`chat_at`, elided and fitted to the context (reflections
         are not shown: the model was not trained with them)."""
         return fit_chat(self.lm, chat_at(ctx, self.format), self.sampling["max_tokens"],
-                        self.options.max_history_pairs, self.options.context_tokens)
+                        self.options.max_history_pairs, self.options.context_tokens,
+                        self.options.keep_first_pairs, self.options.keep_system)
 
     def parse(self, ctx: Context, text: str, finish_reason: str | None = None) -> Proposal:
         """One completion as a proposal; ``action`` None when it names no env action (a

@@ -40,6 +40,7 @@ generator versions draw alike (the tasks record the version they asked for).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -73,8 +74,9 @@ def _named(task: Task, config: str, split: str, version: int) -> Task:
     return replace(task, id=f"xv{version}/{task.env}/{config}/s{task.seed}", split=split)
 
 
-def gridmap_tasks(split: str, version: int = 1, per_config: int = 1) -> list[Task]:
-    seeds = _seeds(split)
+def gridmap_tasks(split: str, version: int = 1, per_config: int = 1,
+                  seeds: Sequence[int] | None = None) -> list[Task]:
+    seeds = _seeds(split) if seeds is None else seeds
     # the generators' default is their current version: every suite version pins its own
     gen = {"generator_version": version}
     return [_named(generate("gridmap", {"exploration_level": level, "dag_level": dag, **gen},
@@ -138,6 +140,27 @@ def exploration_v1_wide() -> Suite:
     return Suite("exploration-v1-wide", 1,
                  {"train": split_tasks("train", 1, WIDE), "test": split_tasks("test", 1)},
                  f"exploration-v1 with {WIDE}x the train tasks (seeds 100..), the same test split")
+
+
+#: grid-map search tasks beyond the train range: seeds 1000.. are outside both splits of every
+#: exploration suite and outside gridmap-v1/v2's 0-9
+GRIDMAP_XL_FIRST_SEED = 1000
+GRIDMAP_XL_PER_CONFIG = 90
+
+
+def exploration_v1_gridmap_xl() -> Suite:
+    """``exploration-v1-gridmap-xl``: 270 grid-map train tasks drawn like exploration-v1's (its
+    three configurations, generator v1; seeds 1000..1269), for search data. The train range of
+    exploration-v1-wide holds only 33 maps per configuration, and a tiny model trained on the 30
+    maps of the wide suite learns where the teacher went on those maps rather than the rule it
+    followed (docs/methods/loop.md#what-was-tried). Test tasks stay exploration-v1's."""
+    seeds = range(GRIDMAP_XL_FIRST_SEED,
+                  GRIDMAP_XL_FIRST_SEED + GRIDMAP_XL_PER_CONFIG * len(GRIDMAP))
+    return Suite("exploration-v1-gridmap-xl", 1,
+                 {"train": gridmap_tasks("train", 1, GRIDMAP_XL_PER_CONFIG, seeds),
+                  "test": gridmap_tasks("test", 1)},
+                 f"{len(seeds)} grid-map train tasks like exploration-v1's (seeds "
+                 f"{seeds[0]}..{seeds[-1]}); exploration-v1's grid-map test split")
 
 
 def exploration_v1() -> Suite:

@@ -74,3 +74,21 @@ def test_every_task_runs_a_random_episode(suite, split):
         assert 0 <= m["coverage"] <= 1
         if not math.isnan(m["gap_total"]):
             assert m["gap_total"] == pytest.approx(m["gap_exploration"] + m["gap_exploitation"])
+
+
+def test_gridmap_xl_is_new_maps_of_the_same_configurations():
+    """exploration-v1-gridmap-xl: 270 grid maps drawn like exploration-v1's, none of which is a
+    map of any split of exploration-v1 or of exploration-v1-wide; its test split is theirs."""
+    xl = get_suite("exploration-v1-gridmap-xl")
+    train = xl.split("train")
+    assert len(train) == 270 and {t.env for t in train} == {"gridmap"}
+    assert len({repr(sorted(t.params.items())) for t in train}) == 270
+    configs = {t.id.split("/")[2] for t in train}
+    assert configs == {t.id.split("/")[2] for t in resolve("exploration-v1:test")
+                       if t.env == "gridmap"}
+    others = [t for s in ("exploration-v1:train", "exploration-v1:test",
+                          "exploration-v1-wide:train") for t in resolve(s) if t.env == "gridmap"]
+    assert not ({repr(sorted(t.params.items())) for t in train}
+                & {repr(sorted(t.params.items())) for t in others})
+    assert [t.id for t in xl.split("test")] == [
+        t.id for t in resolve("exploration-v1:test") if t.env == "gridmap"]

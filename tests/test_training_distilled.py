@@ -87,8 +87,12 @@ def test_history_elision_keeps_first_two_and_last_pairs():
     assert elide(msgs, 2, None) == msgs
 
 
-def test_elided_prompts_at_inference_equal_elided_training_samples():
-    """With history elision on, every request of the agent is its training sample's context."""
+@pytest.mark.parametrize("keep_first,keep_last,keep_system",
+                         [(2, 2, True), (0, 1, True), (0, 1, False)])
+def test_elided_prompts_at_inference_equal_elided_training_samples(keep_first, keep_last,
+                                                                   keep_system):
+    """With history elision on, every request of the agent is its training sample's context,
+    down to the current turn alone (keep_first 0, keep_last 1), without the system turn."""
     from clew.search.tree import Tree
     from clew.training.flatten import make_samples
     from training_toys import raw as rawc
@@ -105,14 +109,30 @@ def test_elided_prompts_at_inference_equal_elided_training_samples():
               "steps": record["steps"] + [{"action": "H", "valid": True, "obs": "<s6>"}]}
     chat = teacher_force(TreeEnv(), task, el_turns(flatten_episode(record, {0: tree0, 1: tree1})),
                          root=tree0.root)
-    samples, _ = make_samples(chat, keep_first=2, keep_last=2)
+    samples, _ = make_samples(chat, keep_first=keep_first, keep_last=keep_last,
+                              keep_system=keep_system)
     assert len(samples) == 7
     lm = FakeLM([m["content"] for m in chat.messages if m["role"] == "assistant"])
-    asyncio.run(run_episode(DistilledAgent(lm, max_history_pairs=4), task, max_steps=10))
+    agent = DistilledAgent(lm, max_history_pairs=keep_first + keep_last,
+                           keep_first_pairs=keep_first, keep_system=keep_system)
+    asyncio.run(run_episode(agent, task, max_steps=10))
     assert len(lm.calls) == 7
     for call, sample in zip(lm.calls, samples):
         context = [{k: v for k, v in m.items() if k != "weight"} for m in sample.messages[:-1]]
         assert call.messages == context
+    if keep_first == 0:     # the current user turn, after the system turn if kept
+        assert [[m["role"] for m in c.messages] for c in lm.calls] == (
+            [["system", "user"] if keep_system else ["user"]] * 7)
+
+
+def test_history_options_that_drop_the_current_turn_are_errors():
+    with pytest.raises(ValueError, match="max_history_pairs .1. must be greater than "
+                                         "keep_first_pairs .2."):
+        DistilledAgent(FakeLM(["x"]), max_history_pairs=1)
+    with pytest.raises(ValueError, match="keep_first_pairs"):
+        build_agent("mcts", roles="heuristic",
+                    distilled_policy={"model": "fake:x", "max_history_pairs": 2,
+                                      "keep_first_pairs": 2})
 
 
 def test_registered_as_distilled():

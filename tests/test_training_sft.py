@@ -92,6 +92,23 @@ def test_loss_only_on_weighted_assistant_turns(el_data, tiny_model_dir):
         assert text.count("Next action:") == 1
 
 
+def test_sft_section_goes_to_trl_and_bad_names_are_errors(el_data, tiny_model_dir):
+    """``sft``: TRL's own SFTConfig fields, passed through (here the length-grouped sampler,
+    which keeps short samples out of batches padded to a long one)."""
+    cfg = tiny_config(el_data, tiny_model_dir, method="full",
+                      sft={"train_sampling_strategy": "group_by_length"})
+    trainer, *_ = build_trainer(cfg)
+    assert trainer.args.train_sampling_strategy == "group_by_length"
+    sampler = trainer.get_train_dataloader().batch_sampler.sampler
+    assert type(sampler).__name__ == "LengthGroupedSampler"
+    with pytest.raises(ValueError, match="sft.nope: not a field of TRL's SFTConfig"):
+        build_trainer(tiny_config(el_data, tiny_model_dir, sft={"nope": 1}))
+    with pytest.raises(ValueError, match="sft.max_length: set it as the top-level"):
+        build_trainer(tiny_config(el_data, tiny_model_dir, sft={"max_length": 64}))
+    with pytest.raises(ValueError, match="sft: not read when objective is dpo"):
+        tiny_config(el_data, tiny_model_dir, objective="dpo", sft={"seed": 1})
+
+
 @pytest.fixture(scope="module")
 def trained(el_data, lively_model_dir):
     """`clew train` with configs/train/lora-tiny.yaml, shortened for a test.

@@ -82,6 +82,8 @@ class DataConfig(BaseModel):
     sample_mode: Literal["prefix_last", "full"] = "prefix_last"
     elide_keep_first_pairs: int = Field(2, ge=0)
     elide_keep_last_pairs: int = Field(6, ge=1)
+    elide_keep_system: bool = Field(True, description="false: samples without the system turn "
+                                    "(the distilled agent's keep_system: false)")
     strict_replay: bool = False
     env_options: dict[str, Any] = Field(default_factory=dict)
     subsets: list[Literal["el", "il_all", "il_matched", "pairs", "values"]] = Field(
@@ -98,14 +100,18 @@ class DataConfig(BaseModel):
         return ExportOptions(
             el_max_actions=self.el_max_actions, assessment_value=self.assessment_value,
             sample_mode=self.sample_mode, elide_keep_first_pairs=self.elide_keep_first_pairs,
-            elide_keep_last_pairs=self.elide_keep_last_pairs, strict_replay=self.strict_replay)
+            elide_keep_last_pairs=self.elide_keep_last_pairs,
+            elide_keep_system=self.elide_keep_system, strict_replay=self.strict_replay)
 
     def pair_options(self) -> PairOptions:
         return PairOptions(self.pair_margin, self.pair_min_visits, self.value_min_visits,
-                           self.elide_keep_first_pairs, self.elide_keep_last_pairs)
+                           self.elide_keep_first_pairs, self.elide_keep_last_pairs,
+                           self.elide_keep_system)
 
     def digest(self) -> str:
-        blob = json.dumps(self.model_dump(exclude={"out", "allow_empty"}), sort_keys=True)
+        # a field at its default that older configs lacked stays out, so their digests hold
+        old = {"elide_keep_system"} if self.elide_keep_system else set()
+        blob = json.dumps(self.model_dump(exclude={"out", "allow_empty", *old}), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

@@ -15,7 +15,6 @@ The output is an adapter or a model like SFT's, run with ``clew eval --agent dis
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from clew.training.preferences import load_preference_dataset
@@ -25,6 +24,7 @@ from clew.training.sft import (
     peft_config,
     resolve_model,
     trainer_args,
+    trl_config,
 )
 
 
@@ -32,24 +32,9 @@ def dpo_config(cfg: TrainConfig):
     """TRL ``DPOConfig``: the shared training fields, then the ``dpo`` section as given."""
     from trl import DPOConfig
 
-    known = {f.name for f in dataclasses.fields(DPOConfig)}
-    unknown = sorted(set(cfg.dpo) - known)
-    if unknown:
-        raise ValueError(f"dpo.{unknown[0]}: not a field of TRL's DPOConfig (trl "
-                         f"{_version()}); see its documentation for the DPO settings")
     args: dict[str, Any] = {_checkpointing_field(DPOConfig): cfg.gradient_checkpointing,
                             **trainer_args(cfg)}
-    clash = sorted(set(cfg.dpo) & set(args))
-    if clash:
-        raise ValueError(f"dpo.{clash[0]}: set it as the top-level training field, which SFT "
-                         f"and DPO share")
-    return DPOConfig(**args, **cfg.dpo)
-
-
-def _version() -> str:
-    import trl
-
-    return trl.__version__
+    return trl_config(DPOConfig, "dpo", cfg.dpo, args)
 
 
 def build_dpo_trainer(cfg: TrainConfig):

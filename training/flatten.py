@@ -485,7 +485,8 @@ class Sample:
 
 
 def make_samples(chat: Chat, mode: str = "prefix_last", keep_first: int = 2,
-                 keep_last: int = 6, drop_reflection_mentions: bool = True
+                 keep_last: int = 6, drop_reflection_mentions: bool = True,
+                 keep_system: bool = True
                  ) -> tuple[list[Sample], dict[str, int]]:
     """Training samples of one chat, and counts of dropped targets (docs/methods/exploratory-learning.md#samples-and-loss-weights).
 
@@ -517,7 +518,7 @@ def make_samples(chat: Chat, mode: str = "prefix_last", keep_first: int = 2,
         msgs = [dict(m) for m in chat.messages[:assistant_at[k] + 1]]
         for j, at in enumerate(assistant_at[:k + 1]):
             msgs[at]["weight"] = 1 if j == k else 0
-        samples.append(Sample(elide(msgs, keep_first, keep_last), k,
+        samples.append(Sample(elide(msgs, keep_first, keep_last, keep_system), k,
                               chat.kinds[:k + 1].count("back")))
     return samples, dropped
 
@@ -532,6 +533,7 @@ class ExportOptions:
     sample_mode: Literal["prefix_last", "full"] = "prefix_last"
     elide_keep_first_pairs: int = 2
     elide_keep_last_pairs: int = 6
+    elide_keep_system: bool = True
     strict_replay: bool = False
 
 
@@ -558,7 +560,7 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
     task = Task.from_dict(record["task"])
     out = EpisodeExport()
     cut = {"mode": opt.sample_mode, "keep_first": opt.elide_keep_first_pairs,
-           "keep_last": opt.elide_keep_last_pairs}
+           "keep_last": opt.elide_keep_last_pairs, "keep_system": opt.elide_keep_system}
     env = make_env()
     if (record.get("outcome") or {}).get("charged_simulation"):
         # Charged simulation (docs/methods/mcts.md#free-and-charged-simulation) made real queries inside the search: the executed

@@ -49,6 +49,7 @@ class PairOptions:
     value_min_visits: int
     keep_first: int = 2          # history elision, as for the chat samples (elide_keep_*_pairs)
     keep_last: int = 6
+    keep_system: bool = True
 
 
 @dataclass
@@ -134,7 +135,7 @@ def tree_rows(record: dict[str, Any], t: int, tree: Tree, make_env, opt: PairOpt
             continue
         # elided like the IL samples and the distilled agent's own prompts
         prompt = elide([{"role": m["role"], "content": m["content"]} for m in chat.messages],
-                       opt.keep_first, opt.keep_last)
+                       opt.keep_first, opt.keep_last, opt.keep_system)
         where = {**meta, "t": t, "node": node.node_id, "depth": node.depth}
         if value is not None:
             out.values.append({"prompt": prompt, **value, **where})

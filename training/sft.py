@@ -65,6 +65,9 @@ class TrainConfig(BaseModel):
     dpo: dict[str, Any] = Field(
         default_factory=dict, description="TRL DPOConfig fields (beta, loss_type, ...), passed "
                                           "through; TRL's defaults apply to the others")
+    sft: dict[str, Any] = Field(
+        default_factory=dict, description="TRL SFTConfig fields clew does not set itself "
+                                          "(train_sampling_strategy, ...), passed through")
     max_length: int | None = Field(2048, ge=16)
     truncation_mode: Literal["keep_end", "keep_start"] = Field(
         "keep_end", description="keep_end keeps the target turn of a long prefix sample")
@@ -106,7 +109,8 @@ class TrainConfig(BaseModel):
     def _unread(self) -> TrainConfig:
         """An option the chosen objective does not read is an error naming it."""
         unread = {"sft": ["dpo"] if self.dpo else [],
-                  "dpo": sorted({"assistant_only_loss", "packing"} & self.model_fields_set)}
+                  "dpo": sorted({"assistant_only_loss", "packing"} & self.model_fields_set
+                                | ({"sft"} if self.sft else set()))}
         if unread[self.objective]:
             raise ValueError(f"{', '.join(unread[self.objective])}: not read when objective is "
                              f"{self.objective}")
@@ -227,13 +231,34 @@ def trainer_args(cfg: TrainConfig) -> dict[str, Any]:
     }
 
 
+def trl_config(config_cls: type, section: str, given: dict[str, Any], args: dict[str, Any]):
+    """``config_cls(**args, **given)``: clew's fields, then a section of TRL's own settings as
+    given. A name TRL's config lacks, or one clew sets from a top-level field, is an error
+    naming it (``<section>.<name>``)."""
+    import dataclasses
+
+    import trl
+
+    known = {f.name for f in dataclasses.fields(config_cls)}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ValueError(f"{section}.{unknown[0]}: not a field of TRL's {config_cls.__name__} "
+                         f"(trl {trl.__version__}); see its documentation")
+    clash = sorted(set(given) & set(args))
+    if clash:
+        raise ValueError(f"{section}.{clash[0]}: set it as the top-level training field, which "
+                         "SFT and DPO share")
+    return config_cls(**args, **given)
+
+
 def sft_config(cfg: TrainConfig):
-    """TRL ``SFTConfig`` from our config."""
+    """TRL ``SFTConfig`` from our config, then the ``sft`` section as given."""
     from trl import SFTConfig
 
-    return SFTConfig(**{_checkpointing_field(SFTConfig): cfg.gradient_checkpointing},
-                     **trainer_args(cfg), assistant_only_loss=cfg.assistant_only_loss,
-                     completion_only_loss=True, packing=cfg.packing)
+    args = {_checkpointing_field(SFTConfig): cfg.gradient_checkpointing, **trainer_args(cfg),
+            "assistant_only_loss": cfg.assistant_only_loss, "completion_only_loss": True,
+            "packing": cfg.packing}
+    return trl_config(SFTConfig, "sft", cfg.sft, args)
 
 
 def peft_config(cfg: TrainConfig):
