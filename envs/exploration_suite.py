@@ -150,10 +150,10 @@ GRIDMAP_XL_PER_CONFIG = 90
 
 def exploration_v1_gridmap_xl() -> Suite:
     """``exploration-v1-gridmap-xl``: 270 grid-map train tasks drawn like exploration-v1's (its
-    three configurations, generator v1; seeds 1000..1269), for search data. The train range of
-    exploration-v1-wide holds only 33 maps per configuration, and a tiny model trained on the 30
-    maps of the wide suite learns where the teacher went on those maps rather than the rule it
-    followed (docs/methods/loop.md#what-was-tried). Test tasks stay exploration-v1's."""
+    three configurations, generator v1; seeds 1000..1269), for search data: nine times the 30
+    maps of exploration-v1-wide, whose train seed range holds at most 33 per configuration. The
+    one-turn grid-map model of docs/methods/loop.md#what-was-tried learned its rule from this
+    many maps. Test tasks stay exploration-v1's."""
     seeds = range(GRIDMAP_XL_FIRST_SEED,
                   GRIDMAP_XL_FIRST_SEED + GRIDMAP_XL_PER_CONFIG * len(GRIDMAP))
     return Suite("exploration-v1-gridmap-xl", 1,
