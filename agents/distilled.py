@@ -302,9 +302,8 @@ class DistilledAgent(BaseAgent):
         """The elided history; shorter still when the model's context would overflow."""
         msgs = elide_history(messages, self.max_history_pairs, self.keep_first_pairs,
                              self.keep_system)
-        fitted = fit_chat(self.lm, messages, self.sampling["max_tokens"],
-                          self.max_history_pairs, self.context_tokens, self.keep_first_pairs,
-                          self.keep_system)
+        # elided once, above: fit_chat only fits it to the context (max_history_pairs None)
+        fitted = fit_chat(self.lm, msgs, self.sampling["max_tokens"], None, self.context_tokens)
         if len(fitted) < len(msgs):
             episode.scratch["distilled_context_cuts"] = (
                 episode.scratch.get("distilled_context_cuts", 0) + 1)

@@ -49,6 +49,22 @@ def test_subsets_selection_and_metadata(tmp_path):
     assert [w for r, w in weights if r == "assistant"] == [0, 0, 0, 1]
 
 
+def test_one_turn_samples_without_the_system_turn(tmp_path):
+    """elide_keep_first_pairs 0, elide_keep_last_pairs 1, elide_keep_system false: every chat
+    sample and every pair / value prompt is the current user turn alone (with its answer)."""
+    run = write_run(tmp_path / "run", n_tasks=2)
+    ds, report = build_datasets(DataConfig(runs=[str(run)], elide_keep_first_pairs=0,
+                                           elide_keep_last_pairs=1, elide_keep_system=False))
+    assert report["samples"]["el"] == 8 and report["samples"]["pairs"] == 3
+    for subset in ("el", "il_all"):
+        assert [[m["role"] for m in row] for row in ds[subset]["messages"]] == (
+            [["user", "assistant"]] * len(ds[subset]))
+    assert {tuple(m["role"] for m in p) for p in ds["pairs"]["prompt"]} == {("user",)}
+    assert {tuple(m["role"] for m in v) for v in ds["values"]["prompt"]} == {("user",)}
+    kept = build_datasets(DataConfig(runs=[str(run)]))[0]
+    assert kept["el"][0]["messages"][0]["role"] == "system"
+
+
 def test_selection_by_ground_truth():
     assert is_selected({"outcome": {"success": True}})
     assert not is_selected({"outcome": {"success": None, "grade": 0.5}})
