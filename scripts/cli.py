@@ -357,9 +357,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from clew.eval.report import ReportError
     from clew.records import LockedError, RecordError
     from clew.search.tree import TreeFormatError
+    from clew.training.sft import TrainError
 
     return (ConfigError, ModelSpecError, OptionsError, MemoryFormatError, MergeError,
-            ReportError, RecordError, LockedError, TreeFormatError, FileExistsError,
+            ReportError, RecordError, LockedError, TreeFormatError, TrainError, FileExistsError,
             FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 

@@ -109,6 +109,15 @@ def test_sft_section_goes_to_trl_and_bad_names_are_errors(el_data, tiny_model_di
         tiny_config(el_data, tiny_model_dir, objective="dpo", sft={"seed": 1})
 
 
+def test_a_bad_trl_section_is_one_error_line_from_the_command(el_data, tiny_model_dir, capsys):
+    code = main(["train", "--model", str(tiny_model_dir), "--data", str(el_data / "data" / "el"),
+                 "--out", str(el_data / "bad-sft"), "method=full", "max_steps=1",
+                 "sft={nope: 1}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: sft.nope: not a field of TRL's SFTConfig")
+    assert "Traceback" not in err and not (el_data / "bad-sft" / "clew_train.json").exists()
+
+
 @pytest.fixture(scope="module")
 def trained(el_data, lively_model_dir):
     """`clew train` with configs/train/lora-tiny.yaml, shortened for a test.

@@ -41,6 +41,11 @@ from clew.training.datasets import load_chat_dataset
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
+class TrainError(ValueError):
+    """A training set-up that cannot run (data, model, device, a TRL section): the CLI reports it
+    as one ``error:`` line naming the thing."""
+
+
 class LoraSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -139,7 +144,7 @@ def to_prompt_completion(messages: list[dict[str, Any]], where: str = "row"
         return None
     for i, m in enumerate(messages[first:], first):
         if m.get("role") == "assistant" and not weighted(m):
-            raise ValueError(f"{where}: assistant message {i} has weight 0 after a weighted "
+            raise TrainError(f"{where}: assistant message {i} has weight 0 after a weighted "
                              f"assistant message; only a weighted suffix can be trained")
     clean = [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
     return {"prompt": clean[:first], "completion": clean[first:]}
@@ -160,7 +165,7 @@ def prepare_dataset(cfg: TrainConfig):
         else:
             rows.append(pc)
     if not rows:
-        raise ValueError(f"dataset {cfg.data}: no row has a weighted assistant turn to train on")
+        raise TrainError(f"dataset {cfg.data}: no row has a weighted assistant turn to train on")
     return Dataset.from_list(rows), empty
 
 
@@ -173,7 +178,7 @@ def resolve_model(spec: str) -> str:
         return str(build_tiny_model(spec[len("tiny:"):]))
     spec = spec.removeprefix("hf:")
     if "+lora:" in spec:
-        raise ValueError(f"model {spec!r}: train from a base or merged model, not base+adapter "
+        raise TrainError(f"model {spec!r}: train from a base or merged model, not base+adapter "
                          f"(merge it first with `clew train --merge-only`)")
     return spec
 
@@ -182,7 +187,7 @@ def _check_reporters(names: list[str]) -> None:
     needs = {"tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",)}
     for name in names:
         if not any(importlib.util.find_spec(m) for m in needs[name]):
-            raise ValueError(f"report_to: {name} needs the {needs[name][0]!r} package, which is "
+            raise TrainError(f"report_to: {name} needs the {needs[name][0]!r} package, which is "
                              f"not installed (pip install {needs[name][0]})")
 
 
@@ -206,13 +211,13 @@ def trainer_args(cfg: TrainConfig) -> dict[str, Any]:
 
     cuda = torch.cuda.is_available()
     if cfg.device == "cuda" and not cuda:
-        raise ValueError("device: cuda was asked for but no CUDA device is visible")
+        raise TrainError("device: cuda was asked for but no CUDA device is visible")
     use_cpu = cfg.device == "cpu" or (cfg.device == "auto" and not cuda)
     precision = cfg.precision
     if precision == "auto":
         precision = "bf16" if not use_cpu and torch.cuda.is_bf16_supported() else "fp32"
     if use_cpu and precision != "fp32":
-        raise ValueError(f"precision: {precision} needs a GPU; use fp32 (or auto) on CPU")
+        raise TrainError(f"precision: {precision} needs a GPU; use fp32 (or auto) on CPU")
     _check_reporters(cfg.report_to)
     dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[precision]
     return {
@@ -242,11 +247,11 @@ def trl_config(config_cls: type, section: str, given: dict[str, Any], args: dict
     known = {f.name for f in dataclasses.fields(config_cls)}
     unknown = sorted(set(given) - known)
     if unknown:
-        raise ValueError(f"{section}.{unknown[0]}: not a field of TRL's {config_cls.__name__} "
+        raise TrainError(f"{section}.{unknown[0]}: not a field of TRL's {config_cls.__name__} "
                          f"(trl {trl.__version__}); see its documentation")
     clash = sorted(set(given) & set(args))
     if clash:
-        raise ValueError(f"{section}.{clash[0]}: set it as the top-level training field, which "
+        raise TrainError(f"{section}.{clash[0]}: set it as the top-level training field, which "
                          "SFT and DPO share")
     return config_cls(**args, **given)
 
