@@ -1,4 +1,4 @@
-"""Does a distilled model read the observation? (docs/results.md#why-grid-maps-and-rooms-stay-at-random)
+"""Does a distilled model read the observation? (docs/results.md#why-grid-maps-and-rooms-stayed-at-random-round-2)
 
 One rule per family, each reading a single line of the observation:
 

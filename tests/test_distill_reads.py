@@ -1,5 +1,5 @@
 """The observation rules and the chat-turn reading of benchmarks/distill_reads.py (the probe
-itself needs a trained model; docs/results.md#why-grid-maps-and-rooms-stay-at-random)."""
+itself needs a trained model; docs/results.md#why-grid-maps-and-rooms-stayed-at-random-round-2)."""
 
 import importlib.util
 import json
