@@ -97,12 +97,14 @@ def oracle_search_tasks(split: str, version: int = 1, per_config: int = 1) -> li
             for k in range(per_config) for env, params in ORACLE_SEARCH.items()]
 
 
-def textminigrid_tasks(split: str, version: int = 1, per_config: int = 1) -> list[Task]:
+def textminigrid_tasks(split: str, version: int = 1, per_config: int = 1,
+                       seeds: Sequence[int] | None = None) -> list[Task]:
     tasks = []
-    seeds = iter(_seeds(split))
+    seeds = _seeds(split) if seeds is None else seeds
+    pool = iter(seeds)
     for _ in range(per_config):
         for density in TEXTMINIGRID_DENSITIES:
-            for seed in seeds:
+            for seed in pool:
                 task = generate("textminigrid", {"rooms": 1, "density": density}, seed)
                 if task.params.get("difficulty") == TEXTMINIGRID_LEVEL:
                     tasks.append(_named(task, f"r1-{density}", split, version))
@@ -110,7 +112,7 @@ def textminigrid_tasks(split: str, version: int = 1, per_config: int = 1) -> lis
             else:
                 raise ValueError(f"{NAME.format(version)}: too few {TEXTMINIGRID_LEVEL} 1-room "
                                  f"textminigrid tasks with density {density} among the {split} "
-                                 f"seeds {_seeds(split)}")
+                                 f"seeds {seeds}")
     return tasks
 
 
@@ -161,6 +163,24 @@ def exploration_v1_gridmap_xl() -> Suite:
                   "test": gridmap_tasks("test", 1)},
                  f"{len(seeds)} grid-map train tasks like exploration-v1's (seeds "
                  f"{seeds[0]}..{seeds[-1]}); exploration-v1's grid-map test split")
+
+
+#: TextMiniGrid search tasks from seeds 3000..: outside both splits, the few-shot examples'
+#: 1000-1099 and textminigrid-v1's train seeds 2000..
+TEXTMINIGRID_XL_PER_CONFIG = 60
+TEXTMINIGRID_XL_SEEDS = range(3000, 5000)
+
+
+def exploration_v1_textminigrid_xl() -> Suite:
+    """``exploration-v1-textminigrid-xl``: 180 TextMiniGrid train tasks drawn like
+    exploration-v1's (one room, low / medium / high density, easy missions; the first fitting
+    seeds from 3000, configurations interleaved), for search data: six times the 30 of
+    exploration-v1-wide. Test tasks stay exploration-v1's."""
+    tasks = textminigrid_tasks("train", 1, TEXTMINIGRID_XL_PER_CONFIG, TEXTMINIGRID_XL_SEEDS)
+    return Suite("exploration-v1-textminigrid-xl", 1,
+                 {"train": tasks, "test": textminigrid_tasks("test", 1)},
+                 f"{len(tasks)} TextMiniGrid train tasks like exploration-v1's (seeds "
+                 f"{tasks[0].seed}..{tasks[-1].seed}); exploration-v1's TextMiniGrid test split")
 
 
 def exploration_v1() -> Suite:

@@ -63,6 +63,8 @@ SUITES: dict[str, str] = {
     "exploration-v1": "clew.envs.exploration_suite:exploration_v1",
     "exploration-v1-wide": "clew.envs.exploration_suite:exploration_v1_wide",
     "exploration-v1-gridmap-xl": "clew.envs.exploration_suite:exploration_v1_gridmap_xl",
+    "exploration-v1-textminigrid-xl":
+        "clew.envs.exploration_suite:exploration_v1_textminigrid_xl",
     "miniwob-v1": "clew.envs.browsergym.suites:miniwob_v1",
 }
 

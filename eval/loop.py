@@ -10,7 +10,9 @@ per family under ``out/report/``).
 
 Tasks are grouped into **families** (one table each). A family names the envs it holds and
 its own settings: the action cap (``max_steps``; unset = the env's own budget), repeats, extra
-options of the search, and one line saying what a reader should see in its table. The loop
+options of the search, the history its samples and distilled prompts keep (``history``; unset =
+the data's ``elide_*`` and the agents' own options), and one line saying what a reader should
+see in its table. The loop
 writes each family's train and test tasks to ``out/tasks/`` once, so every stage of every round
 plays exactly the same tasks.
 
@@ -38,6 +40,7 @@ from clew.eval.config import ConfigError, EvalConfig, deep_merge, load_yaml, val
 from clew.eval.evaluate import evaluate
 from clew.eval.summary import aggregate, summary_table
 from clew.records import atomic_write_json, atomic_write_text
+from clew.training.datasets import History
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
@@ -72,6 +75,9 @@ class Family(BaseModel):
     env_options: dict[str, Any] = Field(
         default_factory=dict, description="the envs' options for every agent of this family "
                                           "(e.g. textminigrid prompt: obs, a shorter prompt)")
+    history: History | None = Field(
+        None, description="the history this family's samples keep and its distilled agents "
+                          "send (the same by construction); unset = data's elide_* fields")
     note: str = Field("", description="one line under the table: what to read in it")
 
 
@@ -152,6 +158,17 @@ def fill(obj: Any, values: dict[str, str]) -> Any:
     if isinstance(obj, list):
         return [fill(v, values) for v in obj]
     return obj
+
+
+def with_history(options: dict[str, Any], agent: str, history: History) -> dict[str, Any]:
+    """``options`` of an agent that prompts a trained model (``distilled``, or a search with a
+    ``distilled_policy``) with its context set to ``history``; other agents' as they are."""
+    if agent == "distilled":
+        return {**options, **history.agent_options()}
+    if isinstance(options.get("distilled_policy"), dict):
+        return {**options, "distilled_policy": {**options["distilled_policy"],
+                                                **history.agent_options()}}
+    return options
 
 
 def task_sets(cfg: LoopConfig) -> dict[tuple[str, str], list]:
@@ -269,6 +286,8 @@ class Loop:
         if spec is self.cfg.search or spec is self.cfg.next_search:
             options = deep_merge(options, fam.search_options)
         options = {"label": spec.label, **options} if spec.agent != "random" else options
+        if fam.history:  # the model answers on the context it was trained on
+            options = with_history(options, spec.agent, fam.history)
         if spec.agent == "distilled" and self.cfg.context_tokens:
             options = {"context_tokens": self.cfg.context_tokens, **options}
         max_steps = fam.max_steps
@@ -313,6 +332,10 @@ class Loop:
         def work() -> dict[str, int]:
             shutil.rmtree(folder, ignore_errors=True)
             options = {"allow_empty": True, **self.cfg.data, "runs": runs}
+            by_env = {env: fam.history.model_dump() for fam in self.cfg.families
+                      if fam.history for env in fam.envs}
+            if by_env:
+                options["env_history"] = {**options.get("env_history", {}), **by_env}
             data_cfg = validate(DataConfig, options, "data")
             datasets, report = build_datasets(data_cfg)
             save_datasets(datasets, report, folder)

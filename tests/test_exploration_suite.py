@@ -92,3 +92,24 @@ def test_gridmap_xl_is_new_maps_of_the_same_configurations():
                 & {repr(sorted(t.params.items())) for t in others})
     assert [t.id for t in xl.split("test")] == [
         t.id for t in resolve("exploration-v1:test") if t.env == "gridmap"]
+
+
+def test_textminigrid_xl_is_new_tasks_of_the_same_configurations():
+    """exploration-v1-textminigrid-xl: 180 distinct TextMiniGrid tasks drawn like
+    exploration-v1's (easy one-room missions, 60 per density), none of which is a test task; its
+    test split is exploration-v1's. (One-room layouts are few: one of the 180 equals a layout of
+    exploration-v1-wide's train split, which is no leak.)"""
+    xl = get_suite("exploration-v1-textminigrid-xl")
+    train = xl.split("train")
+    layouts = {repr(t.params["layout"]) for t in train}
+    assert len(train) == 180 and {t.env for t in train} == {"textminigrid"}
+    assert len(layouts) == 180 and {t.params["difficulty"] for t in train} == {"easy"}
+    configs = [t.id.split("/")[2] for t in train]
+    assert {c: configs.count(c) for c in set(configs)} == {
+        t.id.split("/")[2]: 60 for t in resolve("exploration-v1:test") if t.env == "textminigrid"}
+    assert min(t.seed for t in train) >= 3000
+    tests = [t for s in ("exploration-v1:test", "exploration-v2:test", "textminigrid-v1:test")
+             for t in resolve(s) if t.env == "textminigrid"]
+    assert len(tests) > 3 and not layouts & {repr(t.params["layout"]) for t in tests}
+    assert [t.id for t in xl.split("test")] == [
+        t.id for t in resolve("exploration-v1:test") if t.env == "textminigrid"]

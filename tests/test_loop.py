@@ -6,8 +6,16 @@ import json
 import pytest
 import yaml
 from clew.eval.config import ConfigError, load_config
-from clew.eval.loop import AgentSpec, LoopConfig, fill, run_loop, standard_errors_apart
+from clew.eval.loop import (
+    AgentSpec,
+    LoopConfig,
+    fill,
+    run_loop,
+    standard_errors_apart,
+    with_history,
+)
 from clew.scripts.cli import main
+from clew.training.datasets import History
 
 TINY_TRAIN = ["train.max_steps=2", "train.logging_steps=1"]
 SHORT = ["limit_train=1", "limit_test=1", "limit_repeats=1", "limit_test_steps=6"]
@@ -19,7 +27,8 @@ def _cfg(tmp_path, name="demo", extra=()):
 
 
 def test_presets_validate_and_name_bad_fields(tmp_path):
-    for name in ("demo", "cpu-experiment", "cpu-experiment-history", "cpu-experiment-one-turn"):
+    for name in ("demo", "cpu-experiment", "cpu-experiment-round3", "cpu-experiment-history",
+                 "cpu-experiment-one-turn"):
         assert load_config(LoopConfig, name, [], presets="loop").families
     with pytest.raises(ConfigError, match=r"familes: unknown field; did you mean families"):
         load_config(LoopConfig, "demo", ["familes=[]"], presets="loop")
@@ -42,6 +51,22 @@ def test_placeholders_are_filled_in_nested_options():
     opts = {"model": "hf:{el}", "x": [{"y": "{out}/m"}], "n": 3}
     assert fill(opts, {"el": "/r/el", "out": "/o"}) == {"model": "hf:/r/el",
                                                         "x": [{"y": "/o/m"}], "n": 3}
+
+
+def test_a_family_history_sets_the_prompts_of_every_agent_that_asks_a_trained_model():
+    h = History(keep_first_pairs=1, keep_last_pairs=3, keep_system=False)
+    sent = {"keep_first_pairs": 1, "max_history_pairs": 4, "keep_system": False}
+    assert with_history({"model": "hf:m", "max_history_pairs": 1}, "distilled", h) == {
+        "model": "hf:m", **sent}
+    mcts = {"roles": "heuristic", "distilled_policy": {"model": "hf:m", "keep_first_pairs": 0}}
+    assert with_history(mcts, "mcts", h) == {"roles": "heuristic",
+                                             "distilled_policy": {"model": "hf:m", **sent}}
+    assert mcts["distilled_policy"] == {"model": "hf:m", "keep_first_pairs": 0}  # not changed
+    assert with_history({"roles": "heuristic"}, "mcts", h) == {"roles": "heuristic"}
+    assert with_history({}, "random", h) == {}
+    with pytest.raises(ConfigError, match=r"families.0.history.keep_last_pairs"):
+        load_config(LoopConfig, "demo", ["families.0.history.keep_last_pairs=0"],
+                    presets="loop")
 
 
 def test_standard_errors_apart():
@@ -133,13 +158,29 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path):
 
 @pytest.mark.slow
 def test_cpu_experiment_smoke(tmp_path, capsys):
-    """The CPU experiment's config at its smallest, through the command line."""
+    """The CPU experiment's config at its smallest, through the command line; TextMiniGrid with a
+    family history of two turns, so that its samples and its prompts are checked to keep it."""
+    history = "families.3.history={keep_first_pairs: 0, keep_last_pairs: 2, keep_system: false}"
     rc = main(["loop", "--config", "cpu-experiment", "--out", str(tmp_path / "x"), *SHORT,
-               *TINY_TRAIN])
+               *TINY_TRAIN, history])
     assert rc == 0
     text = capsys.readouterr().out
     assert "r1 mcts-el-policy" in text and "r1 el-distilled" in text
     assert "learned+search" in text
+    # TextMiniGrid keeps its family's history in its samples and in every distilled prompt
+    # (two turns); the grid map the data's one turn
+    cfg = LoopConfig(**yaml.safe_load((tmp_path / "x" / "loop.yaml").read_text()))
+    assert cfg.families[3].name == "textminigrid"
+    r1 = tmp_path / "x" / "round-1"
+    for label in ("el-distilled", "mcts-el-policy"):
+        for fam, pairs in (("textminigrid", 2), ("gridmap", 1)):
+            opts = yaml.safe_load((r1 / "eval" / label / fam / "config.yaml").read_text())
+            opts = opts["agent_options"].get("distilled_policy", opts["agent_options"])
+            assert (opts["max_history_pairs"], opts["keep_first_pairs"]) == (pairs, 0), (label, fam)
+    rows = [json.loads(line) for line in (r1 / "data" / "el.jsonl").read_text().splitlines()]
+    users = {env: [sum(m["role"] == "user" for m in r["messages"]) for r in rows
+                   if r["meta"]["env"] == env] for env in ("gridmap", "textminigrid")}
+    assert set(users["gridmap"]) == {1} and set(users["textminigrid"]) == {1, 2}
     # per-family report pages with plots, as clew report writes them
     for fam in ("gridmap", "textminigrid"):
         assert (tmp_path / "x" / "report" / fam / "report.html").exists()

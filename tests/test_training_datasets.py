@@ -65,6 +65,26 @@ def test_one_turn_samples_without_the_system_turn(tmp_path):
     assert kept["el"][0]["messages"][0]["role"] == "system"
 
 
+def test_history_per_env_overrides_the_elision_for_that_env_only(tmp_path):
+    """env_history: an env named there gets its own history in chats, pairs and values; the
+    other envs keep the elide_* fields; the digest changes only when it is set."""
+    run = write_run(tmp_path / "run", n_tasks=2)
+    one_turn = {"keep_first_pairs": 0, "keep_last_pairs": 1, "keep_system": False}
+    here = build_datasets(DataConfig(runs=[str(run)], env_history={"toy-tree": one_turn}))[0]
+    flat = build_datasets(DataConfig(runs=[str(run)], elide_keep_first_pairs=0,
+                                     elide_keep_last_pairs=1, elide_keep_system=False))[0]
+    for subset in ("el", "il_all", "pairs", "values"):
+        assert here[subset].to_list() == flat[subset].to_list(), subset
+    elsewhere = DataConfig(runs=[str(run)], env_history={"gridmap": one_turn})
+    assert build_datasets(elsewhere)[0]["el"].to_list() == (
+        build_datasets(DataConfig(runs=[str(run)]))[0]["el"].to_list())
+    assert elsewhere.history("toy-tree").keep_first_pairs == 2
+    assert DataConfig(runs=["r"]).digest() != DataConfig(runs=["r"],
+                                                         env_history={"x": one_turn}).digest()
+    with pytest.raises(ValidationError, match="env_history.toy-tree.keep_last_pairs"):
+        DataConfig(runs=["r"], env_history={"toy-tree": {**one_turn, "keep_last_pairs": 0}})
+
+
 def test_selection_by_ground_truth():
     assert is_selected({"outcome": {"success": True}})
     assert not is_selected({"outcome": {"success": None, "grade": 0.5}})

@@ -17,6 +17,7 @@ from clew.agents.parsing import answer_text
 from clew.envs import registry
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
+from clew.training.datasets import History
 from clew.training.flatten import el_turns, flatten_episode, teacher_force
 from training_toys import TreeEnv, raw, worked_example
 
@@ -113,8 +114,10 @@ def test_elided_prompts_at_inference_equal_elided_training_samples(keep_first, k
                               keep_system=keep_system)
     assert len(samples) == 7
     lm = FakeLM([m["content"] for m in chat.messages if m["role"] == "assistant"])
-    agent = DistilledAgent(lm, max_history_pairs=keep_first + keep_last,
-                           keep_first_pairs=keep_first, keep_system=keep_system)
+    # the agent's options as the data's History gives them (a loop family's history)
+    history = History(keep_first_pairs=keep_first, keep_last_pairs=keep_last,
+                      keep_system=keep_system)
+    agent = DistilledAgent(lm, **history.agent_options())
     asyncio.run(run_episode(agent, task, max_steps=10))
     assert len(lm.calls) == 7
     for call, sample in zip(lm.calls, samples):

@@ -11,7 +11,13 @@ from clew.agents.lm.base import ChatRequest, Sampling
 from clew.envs import registry
 from clew.scripts.cli import main
 from clew.training.datasets import DataConfig, build_datasets, save_datasets
-from clew.training.sft import TrainConfig, TrainResult, build_trainer, to_prompt_completion
+from clew.training.sft import (
+    EnvBatches,
+    TrainConfig,
+    TrainResult,
+    build_trainer,
+    to_prompt_completion,
+)
 from training_toys import write_run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "train"
@@ -107,6 +113,51 @@ def test_sft_section_goes_to_trl_and_bad_names_are_errors(el_data, tiny_model_di
         build_trainer(tiny_config(el_data, tiny_model_dir, sft={"max_length": 64}))
     with pytest.raises(ValueError, match="sft: not read when objective is dpo"):
         tiny_config(el_data, tiny_model_dir, objective="dpo", sft={"seed": 1})
+
+
+def test_env_batches_hold_one_env_each_and_cover_every_sample():
+    groups = ["a"] * 10 + ["b"] * 3 + ["c"] * 8
+    sampler = EnvBatches(groups, batch_size=4, seed=1)
+    assert len(sampler) == 12 + 4 + 8      # a: 3 batches (topped up), b: 1, c: 2
+    epochs = [list(sampler) for _ in range(3)]
+    for order in epochs:
+        assert len(order) == len(sampler)
+        batches = [order[k:k + 4] for k in range(0, len(order), 4)]
+        assert all(len({groups[i] for i in b}) == 1 for b in batches)
+        assert set(order) == set(range(len(groups)))   # every sample, every epoch
+    assert epochs[0] != epochs[1]                      # a new shuffle per epoch
+    again = EnvBatches(groups, batch_size=4, seed=1)
+    assert list(again) == epochs[0]                    # deterministic in seed and epoch
+    again.set_epoch(2)
+    assert list(again) == epochs[2]
+    # the batches' envs are mixed, not one env after the other
+    firsts = [groups[epochs[0][k]] for k in range(0, len(epochs[0]), 4)]
+    assert firsts != sorted(firsts)
+
+
+def test_batch_by_env_in_the_trainer(el_data, tiny_model_dir, tmp_path):
+    """The trainer's batches come from EnvBatches over the rows' env (a JSONL's meta.env)."""
+    rows = [json.loads(line) for line in (el_data / "data" / "el.jsonl").read_text().splitlines()]
+    for i, row in enumerate(rows):
+        row["meta"]["env"] = "long" if i % 3 == 0 else "short"
+    data = tmp_path / "two-envs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = tiny_config(el_data, tiny_model_dir, method="full", data=str(data), batch_by_env=True)
+    trainer, *_ = build_trainer(cfg)
+    envs = trainer.batch_envs
+    assert envs.count("long") == len(rows[::3]) and set(envs) == {"long", "short"}
+    order = list(trainer._get_train_sampler())
+    assert all(len({envs[i] for i in order[k:k + 4]}) == 1 for k in range(0, len(order), 4))
+    assert len(list(trainer.get_train_dataloader())) == len(order) // 4
+    for row in rows:
+        del row["meta"]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError, match="batch_by_env: dataset .* does not name every row's env"):
+        build_trainer(cfg)
+    with pytest.raises(ValueError, match="batch_by_env: packing joins"):
+        tiny_config(el_data, tiny_model_dir, batch_by_env=True, packing=True)
+    with pytest.raises(ValueError, match="batch_by_env: not read when objective is dpo"):
+        tiny_config(el_data, tiny_model_dir, objective="dpo", batch_by_env=True)
 
 
 def test_a_bad_trl_section_is_one_error_line_from_the_command(el_data, tiny_model_dir, capsys):

@@ -64,6 +64,25 @@ TREE_SUBSETS = ("pairs", "values")
 EXPORT_FORMATS = ("chat", "openai", "prompt_completion", "context_response")
 
 
+class History(BaseModel):
+    """How much of an episode's history a sample keeps, for one env (DataConfig.env_history):
+    the system turn (unless ``keep_system`` is false), the first ``keep_first_pairs`` and the
+    last ``keep_last_pairs`` (observation, action) pairs, the current one included. The distilled
+    agent that answers on that env sends the same: ``keep_first_pairs``, ``max_history_pairs =
+    keep_first_pairs + keep_last_pairs``, ``keep_system`` (:meth:`agent_options`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keep_first_pairs: int = Field(..., ge=0)
+    keep_last_pairs: int = Field(..., ge=1)
+    keep_system: bool = True
+
+    def agent_options(self) -> dict[str, Any]:
+        """The distilled agent's (and ``distilled_policy``'s) options for the same context."""
+        return {"keep_first_pairs": self.keep_first_pairs, "keep_system": self.keep_system,
+                "max_history_pairs": self.keep_first_pairs + self.keep_last_pairs}
+
+
 class DataConfig(BaseModel):
     """What ``clew data`` builds (the ``el`` block of docs/methods/exploratory-learning.md, plus I/O)."""
 
@@ -84,6 +103,10 @@ class DataConfig(BaseModel):
     elide_keep_last_pairs: int = Field(6, ge=1)
     elide_keep_system: bool = Field(True, description="false: samples without the system turn "
                                     "(the distilled agent's keep_system: false)")
+    env_history: dict[str, History] = Field(
+        default_factory=dict, description="per env name, the history its samples keep instead "
+                                          "of the elide_* fields (e.g. more turns where one "
+                                          "observation does not show enough)")
     strict_replay: bool = False
     env_options: dict[str, Any] = Field(default_factory=dict)
     subsets: list[Literal["el", "il_all", "il_matched", "pairs", "values"]] = Field(
@@ -96,21 +119,29 @@ class DataConfig(BaseModel):
         default_factory=lambda: ["chat"])
     allow_empty: bool = Field(False, description="an empty subset is not an error")
 
-    def export_options(self) -> ExportOptions:
+    def history(self, env: str) -> History:
+        """The history kept in ``env``'s samples: its ``env_history`` entry, else elide_*."""
+        return self.env_history.get(env) or History(
+            keep_first_pairs=self.elide_keep_first_pairs,
+            keep_last_pairs=self.elide_keep_last_pairs, keep_system=self.elide_keep_system)
+
+    def export_options(self, env: str = "") -> ExportOptions:
+        h = self.history(env)
         return ExportOptions(
             el_max_actions=self.el_max_actions, assessment_value=self.assessment_value,
-            sample_mode=self.sample_mode, elide_keep_first_pairs=self.elide_keep_first_pairs,
-            elide_keep_last_pairs=self.elide_keep_last_pairs,
-            elide_keep_system=self.elide_keep_system, strict_replay=self.strict_replay)
+            sample_mode=self.sample_mode, elide_keep_first_pairs=h.keep_first_pairs,
+            elide_keep_last_pairs=h.keep_last_pairs, elide_keep_system=h.keep_system,
+            strict_replay=self.strict_replay)
 
-    def pair_options(self) -> PairOptions:
+    def pair_options(self, env: str = "") -> PairOptions:
+        h = self.history(env)
         return PairOptions(self.pair_margin, self.pair_min_visits, self.value_min_visits,
-                           self.elide_keep_first_pairs, self.elide_keep_last_pairs,
-                           self.elide_keep_system)
+                           h.keep_first_pairs, h.keep_last_pairs, h.keep_system)
 
     def digest(self) -> str:
         # a field at its default that older configs lacked stays out, so their digests hold
-        old = {"elide_keep_system"} if self.elide_keep_system else set()
+        old = ({"elide_keep_system"} if self.elide_keep_system else set()) | (
+            set() if self.env_history else {"env_history"})
         blob = json.dumps(self.model_dump(exclude={"out", "allow_empty", *old}), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -215,8 +246,6 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
                               "unreadable_records": [], "unreadable_trees": [],
                               "counts": Counter(), "el_actions": [],
                               "el_max_actions": cfg.el_max_actions}
-    options = cfg.export_options()
-
     def skip(kind: str, record: dict[str, Any], why: str) -> None:
         reason = _reason(why)
         report[f"{kind}_skipped"][reason] += 1
@@ -249,8 +278,8 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
 
             def make_env(task=task, opts=opts):
                 return make_for(task, **opts)
-            if want_tree_rows and not tree_error:  # every episode: Q and V do not depend on
-                more = episode_rows(record, trees, make_env, cfg.pair_options(),  # the outcome
+            if want_tree_rows and not tree_error:  # every episode: Q and V do not depend on the
+                more = episode_rows(record, trees, make_env, cfg.pair_options(task.env),  # outcome
                                     _meta(record, str(run)))
                 tree_rows["pairs"] += more.pairs
                 tree_rows["values"] += more.values
@@ -258,7 +287,8 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
             if cfg.success_only and not is_selected(record, cfg.select_by, cfg.select_min_grade):
                 continue
             report["selected"] += 1
-            out: EpisodeExport = export_episode(record, trees, make_env, options=options)
+            out: EpisodeExport = export_episode(record, trees, make_env,
+                                                options=cfg.export_options(task.env))
             if tree_error:
                 out.el, out.el_skipped = [], tree_error
             if cfg.il_max_actions is not None and len(record["actions"]) > cfg.il_max_actions:
@@ -387,8 +417,10 @@ def load_chat_dataset(path: str | Path):
             if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
                 # a bad file line, not a bad argument: ValueError like the other file errors
                 raise ValueError(f"{path}:{i}: a line needs a 'messages' list")  # noqa: TRY004
+            env = obj.get("env") or (obj.get("meta") or {}).get("env") or ""
             rows.append({"messages": [{"role": m.get("role"), "content": m.get("content"),
-                                       "weight": m.get("weight")} for m in obj["messages"]]})
+                                       "weight": m.get("weight")} for m in obj["messages"]],
+                         "env": str(env)})
         ds = Dataset.from_list(rows)
     else:
         raise FileNotFoundError(f"dataset {path}: neither a saved dataset folder nor a .jsonl file")

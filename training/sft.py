@@ -13,6 +13,10 @@ chats"), docs/methods/exploratory-learning.md#samples-and-loss-weights (per-turn
 * ``objective: dpo`` trains preference pairs with TRL's ``DPOTrainer`` instead
   (:mod:`clew.training.dpo`, docs/methods/exploratory-learning.md#preference-pairs-and-dpo);
   the fields below mean the same for both.
+* ``batch_by_env``: batches of one env each (:class:`EnvBatches`), where envs' samples differ
+  in length by an order of magnitude (docs/methods/loop.md#history-per-family). Faster than
+  random batches there, but on the CPU experiment's mixed data the grid-map rule did not come
+  in the same steps (measured there), so nothing uses it by default.
 * Runs under ``accelerate launch`` unchanged (the Trainer picks up DDP / FSDP / DeepSpeed);
   on a machine without CUDA it trains on CPU (``use_cpu``, fp32).
 * Output: the adapter (LoRA) or the full model, with the tokenizer, in ``output_dir``;
@@ -92,6 +96,9 @@ class TrainConfig(BaseModel):
     gradient_checkpointing: bool = False
     assistant_only_loss: bool = True
     packing: bool = False
+    batch_by_env: bool = Field(
+        False, description="each batch holds samples of one env (rows' 'env'), in random order; "
+                           "long samples of one env then do not pad another's short ones")
     limit: int | None = Field(None, ge=1, description="train on the first N samples only")
     report_to: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)
     run_name: str | None = None
@@ -114,11 +121,14 @@ class TrainConfig(BaseModel):
     def _unread(self) -> TrainConfig:
         """An option the chosen objective does not read is an error naming it."""
         unread = {"sft": ["dpo"] if self.dpo else [],
-                  "dpo": sorted({"assistant_only_loss", "packing"} & self.model_fields_set
-                                | ({"sft"} if self.sft else set()))}
+                  "dpo": sorted({"assistant_only_loss", "packing", "batch_by_env"}
+                                & self.model_fields_set | ({"sft"} if self.sft else set()))}
         if unread[self.objective]:
             raise ValueError(f"{', '.join(unread[self.objective])}: not read when objective is "
                              f"{self.objective}")
+        if self.batch_by_env and self.packing:
+            raise ValueError("batch_by_env: packing joins samples into one sequence, so a batch "
+                             "has no single env; use one or the other")
         return self
 
 
@@ -157,13 +167,16 @@ def prepare_dataset(cfg: TrainConfig):
     ds = load_chat_dataset(cfg.data)
     if cfg.limit is not None:
         ds = ds.select(range(min(cfg.limit, len(ds))))
+    if cfg.batch_by_env and ("env" not in ds.column_names or not all(ds["env"])):
+        raise TrainError(f"batch_by_env: dataset {cfg.data} does not name every row's env "
+                         "(clew data output does)")
     rows, empty = [], 0
     for i, row in enumerate(ds):
         pc = to_prompt_completion(row["messages"], f"{cfg.data} row {i}")
         if pc is None:
             empty += 1
         else:
-            rows.append(pc)
+            rows.append({**pc, "env": row["env"]} if cfg.batch_by_env else pc)
     if not rows:
         raise TrainError(f"dataset {cfg.data}: no row has a weighted assistant turn to train on")
     return Dataset.from_list(rows), empty
@@ -275,6 +288,60 @@ def peft_config(cfg: TrainConfig):
                       target_modules=cfg.lora.target_modules, task_type="CAUSAL_LM")
 
 
+# --- batches of one env -------------------------------------------------------------------------
+class EnvBatches:
+    """A sampler whose consecutive runs of ``batch_size`` indices share a group (an env).
+
+    Each epoch shuffles every group, cuts it into batches (the last one topped up with other
+    samples of the group, so a batch never spans two groups), and shuffles the batches; the
+    mix of envs over an epoch is the data's own. Deterministic in ``seed`` and the epoch."""
+
+    def __init__(self, groups: list[str], batch_size: int, seed: int = 0):
+        self.members: dict[str, list[int]] = {}
+        for i, g in enumerate(groups):
+            self.members.setdefault(g, []).append(i)
+        self.batch_size, self.seed, self.epoch = batch_size, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def batches(self) -> list[list[int]]:
+        import random
+
+        rng = random.Random(f"{self.seed}/{self.epoch}")
+        out = []
+        for group in sorted(self.members):
+            idx = rng.sample(self.members[group], len(self.members[group]))
+            short = -len(idx) % self.batch_size
+            idx += [rng.choice(self.members[group]) for _ in range(short)]
+            out += [idx[k:k + self.batch_size] for k in range(0, len(idx), self.batch_size)]
+        rng.shuffle(out)
+        return out
+
+    def __iter__(self):
+        order = [i for batch in self.batches() for i in batch]
+        self.epoch += 1
+        return iter(order)
+
+    def __len__(self) -> int:
+        return sum(-(-len(m) // self.batch_size) * self.batch_size for m in self.members.values())
+
+
+def env_batched(trainer_cls: type) -> type:
+    """``trainer_cls`` drawing its training batches from :class:`EnvBatches` over the prepared
+    dataset's ``env`` column (read once, before the Trainer drops columns the model lacks)."""
+
+    class EnvBatchedTrainer(trainer_cls):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.batch_envs = list(self.train_dataset["env"])
+
+        def _get_train_sampler(self, train_dataset=None):
+            return EnvBatches(self.batch_envs, self._train_batch_size, self.args.seed)
+
+    return EnvBatchedTrainer
+
+
 # --- training -----------------------------------------------------------------------------------
 def build_trainer(cfg: TrainConfig):
     """The configured TRL ``SFTTrainer`` (data prepared, masks built) or, with ``objective:
@@ -291,7 +358,8 @@ def build_trainer(cfg: TrainConfig):
     args = sft_config(cfg)
     dataset, empty = prepare_dataset(cfg)
     tokenizer = AutoTokenizer.from_pretrained(base)
-    trainer = SFTTrainer(model=base, args=args, train_dataset=dataset,
+    trainer_cls = env_batched(SFTTrainer) if cfg.batch_by_env else SFTTrainer
+    trainer = trainer_cls(model=base, args=args, train_dataset=dataset,
                          processing_class=tokenizer, peft_config=peft_config(cfg))
     return trainer, tokenizer, base, empty
 
