@@ -27,8 +27,7 @@ def _cfg(tmp_path, name="demo", extra=()):
 
 
 def test_presets_validate_and_name_bad_fields(tmp_path):
-    for name in ("demo", "cpu-experiment", "cpu-experiment-round3", "cpu-experiment-history",
-                 "cpu-experiment-one-turn"):
+    for name in ("demo", "cpu-experiment", "cpu-experiment-history", "cpu-experiment-one-turn"):
         assert load_config(LoopConfig, name, [], presets="loop").families
     with pytest.raises(ConfigError, match=r"familes: unknown field; did you mean families"):
         load_config(LoopConfig, "demo", ["familes=[]"], presets="loop")
