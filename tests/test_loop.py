@@ -63,9 +63,10 @@ def test_a_family_history_sets_the_prompts_of_every_agent_that_asks_a_trained_mo
     assert mcts["distilled_policy"] == {"model": "hf:m", "keep_first_pairs": 0}  # not changed
     assert with_history({"roles": "heuristic"}, "mcts", h) == {"roles": "heuristic"}
     assert with_history({}, "random", h) == {}
-    with pytest.raises(ConfigError, match=r"families.0.history.keep_last_pairs"):
-        load_config(LoopConfig, "demo", ["families.0.history.keep_last_pairs=0"],
-                    presets="loop")
+    fams = [{"name": "g", "envs": ["gridmap"],
+             "history": {"keep_first_pairs": 0, "keep_last_pairs": 0}}]
+    with pytest.raises(ConfigError, match=r"families\.0\.history\.keep_last_pairs"):
+        load_config(LoopConfig, "demo", [], presets="loop", base={"families": fams})
 
 
 def test_standard_errors_apart():
@@ -159,9 +160,14 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path):
 def test_cpu_experiment_smoke(tmp_path, capsys):
     """The CPU experiment's config at its smallest, through the command line; TextMiniGrid with a
     family history of two turns, so that its samples and its prompts are checked to keep it."""
-    history = "families.3.history={keep_first_pairs: 0, keep_last_pairs: 2, keep_system: false}"
-    rc = main(["loop", "--config", "cpu-experiment", "--out", str(tmp_path / "x"), *SHORT,
-               *TINY_TRAIN, history])
+    preset = load_config(LoopConfig, "cpu-experiment", [], presets="loop")
+    families = [f.model_dump() for f in preset.families]
+    assert families[3]["name"] == "textminigrid"
+    families[3]["history"] = {"keep_first_pairs": 0, "keep_last_pairs": 2, "keep_system": False}
+    config = tmp_path / "cpu-experiment-history2.yaml"
+    config.write_text(yaml.safe_dump({**preset.model_dump(), "families": families}))
+    rc = main(["loop", "--config", str(config), "--out", str(tmp_path / "x"), *SHORT,
+               *TINY_TRAIN])
     assert rc == 0
     text = capsys.readouterr().out
     assert "r1 mcts-el-policy" in text and "r1 el-distilled" in text
