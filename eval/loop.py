@@ -12,9 +12,8 @@ Tasks are grouped into **families** (one table each). A family names the envs it
 its own settings: the action cap (``max_steps``; unset = the env's own budget), repeats, extra
 options of the search, the history its samples and distilled prompts keep (``history``; unset =
 the data's ``elide_*`` and the agents' own options), and one line saying what a reader should
-see in its table. The loop
-writes each family's train and test tasks to ``out/tasks/`` once, so every stage of every round
-plays exactly the same tasks.
+see in its table. The loop writes each family's train and test tasks to ``out/tasks/`` once, so
+every stage of every round plays exactly the same tasks.
 
 Placeholders in agent options: ``{el}`` and ``{il}`` name the folders of this round's EL and IL
 models in ``round_agents``, and those of the previous round in ``next_search``; ``{out}`` is the

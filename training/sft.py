@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -306,8 +307,6 @@ class EnvBatches:
         self.epoch = epoch
 
     def batches(self) -> list[list[int]]:
-        import random
-
         rng = random.Random(f"{self.seed}/{self.epoch}")
         out = []
         for group in sorted(self.members):
