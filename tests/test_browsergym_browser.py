@@ -84,6 +84,21 @@ def test_invalid_actions_and_the_budget(enter_text):
     assert st.done and st.info["truncated"] and env.grade() == 0.0   # 3 steps: the budget
 
 
+def test_the_action_timeout_does_not_bound_the_task_setup():
+    """A 1 ms action timeout: the task still sets up (MiniWoB++ waits for its page under the
+    task's own 5 s, on a fresh and on a soft reset). BrowserGym's actions bring their own timeouts
+    (500 ms for a click), so the option mostly bounds the waits between them."""
+    env = BrowserGymEnv(max_steps=3, timeout_ms=1)
+    try:
+        for _ in range(2):                       # the second reset restarts the task on the page
+            env.reset(TASKS["enter-text-s1"])
+            assert "textbox" in env.observation().text
+        st = env.step("click('999')")
+        assert not st.valid and "The last action failed" in st.obs.text
+    finally:
+        env.close()
+
+
 def test_a_replay_that_differs_is_an_error_naming_task_and_step(enter_text):
     env = enter_text
     key = env.state.actions

@@ -55,7 +55,8 @@ class BrowserGymEnv(Env):
     ``["webarena"]``); ``slow_mo_ms`` (Playwright's pause after each browser operation; 0 by
     default, ``None`` keeps the task's own, 100 ms for MiniWoB++); ``observation_delay_s``
     (BrowserGym's wait before reading the page after an action, 0.1 s; its default is 0.5 s);
-    ``timeout_ms`` (Playwright timeout of an action; ``None``: the task's own, 5 s for MiniWoB++);
+    ``timeout_ms`` (Playwright's default timeout once the task is set up, which sets up under its
+    own; ``None``: the task's own, 5 s for MiniWoB++; BrowserGym's actions bring their own);
     ``soft_reset`` (replays restart the task on the open page, :mod:`.session`); ``visible_only``
     (show visible elements only); ``max_steps`` (overrides the task's budget).
     """

@@ -92,14 +92,17 @@ class _Page:
                                       "pre_observation_delay": o.observation_delay_s}
             if o.slow_mo_ms is not None:
                 kwargs["slow_mo"] = o.slow_mo_ms
-            if o.timeout_ms is not None:
-                kwargs["timeout"] = o.timeout_ms
             self.env = make_browser_env(self.task, **kwargs)
         if self.env.task is None or not o.soft_reset:
             obs, _ = self.env.reset(seed=seed)
             self.chat_length = len(self.env.chat.messages)
         else:
             obs = self._restart(seed)
+        if o.timeout_ms is not None:
+            # the actions' timeout, set after the task's setup: a short one (tests use 500 ms)
+            # would also bound MiniWoB++'s wait for its page to be ready, which a busy machine
+            # can take longer than
+            self.env.context.set_default_timeout(o.timeout_ms)
         self.at = ()
         self._keep_viewport()
         return page_record(obs, visible_only=o.visible_only)
@@ -122,6 +125,7 @@ class _Page:
             if page is not env.page:
                 page.close()             # tabs the replayed actions opened
         env.page_history = {env.page: None}
+        env.context.set_default_timeout(env.task.timeout)   # set up under the task's own
         env.task.setup(page=env.page)
         del env.chat.messages[self.chat_length:]
         env._wait_dom_loaded()
