@@ -15,9 +15,13 @@ the data's ``elide_*`` and the agents' own options), and one line saying what a 
 see in its table. The loop writes each family's train and test tasks to ``out/tasks/`` once, so
 every stage of every round plays exactly the same tasks.
 
+One EL and one IL model learn from every family's samples; with ``model_per_family`` each
+family gets its own pair, trained on its envs' samples alone (with the family's ``train`` options
+on top of the loop's), and its agents use them. A family without samples then has no model.
+
 Placeholders in agent options: ``{el}`` and ``{il}`` name the folders of this round's EL and IL
-models in ``round_agents``, and those of the previous round in ``next_search``; ``{out}`` is the
-loop's folder.
+models in ``round_agents`` (with ``model_per_family``: the family's), and those of the previous
+round in ``next_search``; ``{out}`` is the loop's folder.
 
 Resume: ``state.json`` lists the stages that finished; ``--resume`` skips them, reruns a data or
 training stage that did not finish from scratch, and resumes an unfinished evaluation in its run
@@ -77,6 +81,9 @@ class Family(BaseModel):
     history: History | None = Field(
         None, description="the history this family's samples keep and its distilled agents "
                           "send (the same by construction); unset = data's elide_* fields")
+    train: dict[str, Any] = Field(
+        default_factory=dict, description="clew train options of this family's models, on top of "
+                                          "the loop's train (model_per_family only)")
     note: str = Field("", description="one line under the table: what to read in it")
 
 
@@ -106,6 +113,9 @@ class LoopConfig(BaseModel):
                                  description="clew data options (runs and out are the loop's)")
     accumulate_data: bool = Field(True, description="train on the data of every round so far")
     distill: list[Literal["el", "il"]] = Field(default_factory=lambda: ["el", "il"])
+    model_per_family: bool = Field(
+        False, description="a model per family and format, trained on that family's samples "
+                           "alone; false: one model per format learns every family")
     train: dict[str, Any] = Field(
         default_factory=dict, description="clew train options; 'preset' names a train preset "
                                           "they go on top of (data and output_dir are the loop's)")
@@ -134,6 +144,10 @@ class LoopConfig(BaseModel):
                     raise ValueError(f"families: env {env!r} is in both {seen[env]!r} and "
                                      f"{fam.name!r}")
                 seen[env] = fam.name
+        for i, fam in enumerate(self.families):
+            if fam.train and not self.model_per_family:
+                raise ValueError(f"families.{i}.train: read only with model_per_family: true "
+                                 "(otherwise one model learns every family: set the loop's train)")
         names = [s.label for s in (*self.baselines, *self.round_agents)]
         if len(set(names)) != len(names):
             raise ValueError("baselines/round_agents: every label must be unique")
@@ -208,18 +222,25 @@ def write_task_files(sets: dict[tuple[str, str], list], out: Path) -> dict[tuple
     return files
 
 
-def train_config(cfg: LoopConfig, data: Path, output: Path, out: Path):
-    """The training config of one model: the preset, the loop's ``train``, the loop's paths."""
+def train_config(cfg: LoopConfig, data: Path, output: Path, out: Path,
+                 fam: Family | None = None):
+    """The training config of one model: the preset, the loop's ``train``, the family's ``train``
+    and its envs (a model of one family), the loop's paths."""
     from clew.training.sft import TrainConfig
 
     options = dict(cfg.train)
     preset = options.pop("preset", None)
     base = load_yaml(preset, presets="train") if preset else {}
     options = deep_merge(base, fill(options, {"out": str(out)}))
+    where = "train"
+    if fam is not None:
+        options = deep_merge(options, fill(fam.train, {"out": str(out)}))
+        options["envs"] = list(fam.envs)
+        where = f"families ({fam.name}).train"
     options.update(data=str(data), output_dir=str(output))
     if cfg.context_tokens:
         options["max_length"] = cfg.context_tokens
-    return validate(TrainConfig, options, "train")
+    return validate(TrainConfig, options, where)
 
 
 def train_model(options: dict[str, Any]) -> dict[str, Any]:
@@ -247,6 +268,8 @@ class Loop:
 
     def open(self, resume: bool) -> None:
         sets = task_sets(self.cfg)
+        for group in self.groups() if self.cfg.distill else []:
+            train_config(self.cfg, Path("-"), Path("-"), self.out, group)  # its errors up front
         stored = self.out / "loop.yaml"
         if stored.exists():
             if not resume:
@@ -305,22 +328,24 @@ class Loop:
     def search(self, r: int) -> list[str]:
         cfg = self.cfg
         spec = cfg.search if r == 1 or cfg.next_search is None else cfg.next_search
-        if r > 1:
-            missing = [k for k, path in self.models(r - 1).items()
-                       if "{" + k + "}" in json.dumps(spec.agent_options)
-                       and not (Path(path) / "config.json").exists()]
-            if missing:
-                raise ConfigError(f"next_search: round {r} searches with the "
-                                  f"{'/'.join(missing)} model of round {r - 1}, which was not "
-                                  "trained (no samples: see its data/export_report.json)")
-            spec = spec.model_copy(update={"agent_options": fill(
-                spec.agent_options, self.models(r - 1) | {"out": str(self.out)})})
         runs = []
         for fam in cfg.families:
+            this = spec
+            if r > 1:
+                models = self.models(r - 1, fam)
+                missing = [k for k, path in models.items()
+                           if "{" + k + "}" in json.dumps(spec.agent_options)
+                           and not (Path(path) / "config.json").exists()]
+                if missing:
+                    raise ConfigError(f"next_search: round {r} searches {fam.name} with the "
+                                      f"{'/'.join(missing)} model of round {r - 1}, which was not "
+                                      "trained (no samples: see its data/export_report.json)")
+                this = spec.model_copy(update={"agent_options": fill(
+                    spec.agent_options, models | {"out": str(self.out)})})
             run = self.out / f"round-{r}" / "search" / fam.name
             runs.append(self.stage(f"r{r}/search/{fam.name}",
                                    f"round {r} search: {spec.label} on {fam.name} (train)",
-                                   lambda s=spec, f=fam, p=run: self.run_agent(s, f, "train", p)))
+                                   lambda s=this, f=fam, p=run: self.run_agent(s, f, "train", p)))
         return runs
 
     def data(self, r: int, runs: list[str]) -> dict[str, int]:
@@ -342,25 +367,40 @@ class Loop:
 
         return self.stage(f"r{r}/data", f"round {r} data: trees -> EL and IL chats", work)
 
-    def models(self, r: int) -> dict[str, str]:
-        return {kind: str(self.out / f"round-{r}" / "models" / kind) for kind in ("el", "il")}
+    def groups(self) -> list[Family | None]:
+        """Who gets models: each family (``model_per_family``), or all of them at once (None)."""
+        return list(self.cfg.families) if self.cfg.model_per_family else [None]
 
-    def train(self, r: int, sizes: dict[str, int]) -> dict[str, Any]:
-        """Fine-tune a model per ``distill`` kind; with ``train_jobs`` > 1 they train at once,
-        each in a spawned process (a fork would inherit torch's threads and locks); a stage whose
-        turn comes waits for its process."""
+    def models(self, r: int, fam: Family | None = None) -> dict[str, str]:
+        """The folders of round ``r``'s EL and IL models that ``fam``'s agents use."""
+        folder = self.out / f"round-{r}" / "models"
+        if self.cfg.model_per_family and fam is not None:
+            folder = folder / fam.name
+        return {kind: str(folder / kind) for kind in ("el", "il")}
+
+    def train(self, r: int, sizes: dict[str, int]) -> dict[str, list[str]]:
+        """Fine-tune a model per ``distill`` kind (and per family with ``model_per_family``);
+        with ``train_jobs`` > 1 they train at once, each in a spawned process (a fork would
+        inherit torch's threads and locks); a stage whose turn comes waits for its process.
+        Returns the kinds trained per family name."""
         self.build_tiny(r, sizes)
+        data = self.out / f"round-{r}" / "data"
         jobs = []
-        for kind in self.cfg.distill:
-            subset = "el" if kind == "el" else "il_all"
-            if not sizes.get(subset):
-                self.say(f"round {r} train: no {subset} samples, no {kind.upper()} model")
-                continue
-            cfg = train_config(self.cfg, self.out / f"round-{r}" / "data" / subset,
-                               Path(self.models(r)[kind]), self.out)
-            jobs.append((kind, f"r{r}/train/{kind}", cfg.model_dump(mode="json"),
-                         f"round {r} train: {kind.upper()} model on {sizes[subset]} samples"))
-        pending = [job for job in jobs if job[1] not in self.state["done"]]
+        for group in self.groups():
+            counts = dict(sizes) if group is None else self.family_sizes(data, sizes, group)
+            name = "" if group is None else f"{group.name} "
+            for kind in self.cfg.distill:
+                subset = "el" if kind == "el" else "il_all"
+                if not counts.get(subset):
+                    self.say(f"round {r} train: no {name}{subset} samples, no {name}"
+                             f"{kind.upper()} model")
+                    continue
+                cfg = train_config(self.cfg, data / subset, Path(self.models(r, group)[kind]),
+                                   self.out, group)
+                key = f"r{r}/train/{kind}" if group is None else f"r{r}/train/{group.name}/{kind}"
+                what = f"round {r} train: {name}{kind.upper()} model on {counts[subset]} samples"
+                jobs.append((group, kind, key, cfg.model_dump(mode="json"), what))
+        pending = [job for job in jobs if job[2] not in self.state["done"]]
         pool, started = None, {}
         if self.cfg.train_jobs > 1 and len(pending) > 1:
             import multiprocessing
@@ -368,14 +408,16 @@ class Loop:
             pool = multiprocessing.get_context("spawn").Pool(min(self.cfg.train_jobs,
                                                                  len(pending)))
             started = {key: pool.apply_async(train_model, (options,))
-                       for _, key, options, _ in pending}
+                       for _, _, key, options, _ in pending}
             self.say(f"round {r} train: {len(started)} models at once, a process each")
-        results: dict[str, Any] = {}
+        trained: dict[str, list[str]] = {fam.name: [] for fam in self.cfg.families}
         try:
-            for kind, key, options, what in jobs:
+            for group, kind, key, options, what in jobs:
                 work = ((lambda a=started[key]: a.get()) if key in started
                         else (lambda o=options: train_model(o)))
-                results[kind] = res = self.stage(key, what, work)
+                res = self.stage(key, what, work)
+                for fam in self.cfg.families if group is None else [group]:
+                    trained[fam.name].append(kind)
                 if res.get("first_loss") is not None:
                     self.say(f"    loss {res['first_loss']:.2f} -> {res['last_loss']:.2f} "
                              f"({res['logged']} logged steps)")
@@ -387,7 +429,15 @@ class Loop:
             if pool:
                 pool.close()
                 pool.join()
-        return results
+        return trained
+
+    @staticmethod
+    def family_sizes(data: Path, sizes: dict[str, int], fam: Family) -> dict[str, int]:
+        """How many of each subset's samples come from ``fam``'s envs."""
+        from clew.training.datasets import load_chat_dataset
+
+        return {subset: sum(env in fam.envs for env in load_chat_dataset(data / subset)["env"])
+                for subset in ("el", "il_all") if sizes.get(subset)}
 
     def build_tiny(self, r: int, sizes: dict[str, int]) -> None:
         """Build a ``tiny:`` base model that does not exist yet, its tokenizer trained on this
@@ -411,21 +461,22 @@ class Loop:
             self.say(f"    tiny base model: tokenizer trained on {len(texts)} chat turns")
             build_tiny_model(path, corpus=texts)
 
-    def evaluate_all(self, r: int | None, specs: list[AgentSpec], trained: dict[str, Any]) -> None:
+    def evaluate_all(self, r: int | None, specs: list[AgentSpec],
+                     trained: dict[str, list[str]]) -> None:
         where = "baselines" if r is None else f"round-{r}"
-        values = {"out": str(self.out)} | ({} if r is None else self.models(r))
         for spec in specs:
             needs = [k for k in ("el", "il") if "{" + k + "}" in json.dumps(spec.agent_options)]
-            if r is not None and any(k not in trained for k in needs):
-                self.say(f"{where} evaluate: {spec.label} needs the {'/'.join(needs)} model, "
-                         "which this round did not train; skipped")
-                continue
-            spec = spec.model_copy(update={"agent_options": fill(spec.agent_options, values)})
             for fam in self.cfg.families:
+                if r is not None and any(k not in trained.get(fam.name, []) for k in needs):
+                    self.say(f"{where} evaluate: {spec.label} on {fam.name} needs the "
+                             f"{'/'.join(needs)} model, which this round did not train; skipped")
+                    continue
+                values = {"out": str(self.out)} | ({} if r is None else self.models(r, fam))
+                this = spec.model_copy(update={"agent_options": fill(spec.agent_options, values)})
                 run = self.out / where / "eval" / spec.label / fam.name
                 self.stage(f"{where}/eval/{spec.label}/{fam.name}",
                            f"{where} evaluate: {spec.label} on {fam.name} (test)",
-                           lambda s=spec, f=fam, p=run: self.run_agent(s, f, "test", p))
+                           lambda s=this, f=fam, p=run: self.run_agent(s, f, "test", p))
 
     def rows(self) -> dict[str, list[tuple[str, Path]]]:
         """Per family, the (name, run) pairs evaluated so far: baselines, then round by round."""

@@ -100,6 +100,9 @@ class TrainConfig(BaseModel):
     batch_by_env: bool = Field(
         False, description="each batch holds samples of one env (rows' 'env'), in random order; "
                            "long samples of one env then do not pad another's short ones")
+    envs: list[str] | None = Field(
+        None, min_length=1, description="train on the samples of these envs only (rows' 'env'; "
+                                        "clew loop's model per family)")
     limit: int | None = Field(None, ge=1, description="train on the first N samples only")
     report_to: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)
     run_name: str | None = None
@@ -122,7 +125,7 @@ class TrainConfig(BaseModel):
     def _unread(self) -> TrainConfig:
         """An option the chosen objective does not read is an error naming it."""
         unread = {"sft": ["dpo"] if self.dpo else [],
-                  "dpo": sorted({"assistant_only_loss", "packing", "batch_by_env"}
+                  "dpo": sorted({"assistant_only_loss", "packing", "batch_by_env", "envs"}
                                 & self.model_fields_set | ({"sft"} if self.sft else set()))}
         if unread[self.objective]:
             raise ValueError(f"{', '.join(unread[self.objective])}: not read when objective is "
@@ -166,6 +169,14 @@ def prepare_dataset(cfg: TrainConfig):
     from datasets import Dataset
 
     ds = load_chat_dataset(cfg.data)
+    if cfg.envs is not None:
+        if "env" not in ds.column_names:
+            raise TrainError(f"envs: dataset {cfg.data} does not name its rows' env "
+                             "(clew data output does)")
+        wanted = set(cfg.envs)
+        ds = ds.filter(lambda row: row["env"] in wanted)
+        if not len(ds):
+            raise TrainError(f"envs: dataset {cfg.data} has no sample of {sorted(wanted)}")
     if cfg.limit is not None:
         ds = ds.select(range(min(cfg.limit, len(ds))))
     if cfg.batch_by_env and ("env" not in ds.column_names or not all(ds["env"])):
