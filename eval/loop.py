@@ -405,11 +405,11 @@ class Loop:
         if self.cfg.train_jobs > 1 and len(pending) > 1:
             import multiprocessing
 
-            pool = multiprocessing.get_context("spawn").Pool(min(self.cfg.train_jobs,
-                                                                 len(pending)))
+            at_once = min(self.cfg.train_jobs, len(pending))
+            pool = multiprocessing.get_context("spawn").Pool(at_once)
             started = {key: pool.apply_async(train_model, (options,))
                        for _, _, key, options, _ in pending}
-            self.say(f"round {r} train: {len(started)} models at once, a process each")
+            self.say(f"round {r} train: {len(started)} models, {at_once} at once, a process each")
         trained: dict[str, list[str]] = {fam.name: [] for fam in self.cfg.families}
         try:
             for group, kind, key, options, what in jobs:
@@ -511,6 +511,12 @@ def report(loop: Loop) -> str:
         lines.append(f"## {fam.name}  ({', '.join(fam.envs)}; {cap} per episode)\n")
         if fam.note:
             lines.append(f"{fam.note}\n")
+        for r in range(1, cfg.rounds + 1) if cfg.model_per_family else []:
+            missing = [k.upper() for k, path in loop.models(r, fam).items()
+                       if k in cfg.distill and not (Path(path) / "config.json").exists()]
+            if missing and (loop.out / f"round-{r}" / "data").exists():
+                lines.append(f"Round {r} trained no {'/'.join(missing)} model of this family: its "
+                             f"search gave no samples (round-{r}/data/export_report.json).\n")
         if rows:
             lines.append(summary_table(rows))
             lines += against_random(rows)

@@ -27,7 +27,8 @@ def _cfg(tmp_path, name="demo", extra=()):
 
 
 def test_presets_validate_and_name_bad_fields(tmp_path):
-    for name in ("demo", "cpu-experiment", "cpu-experiment-history", "cpu-experiment-one-turn"):
+    for name in ("demo", "cpu-experiment", "cpu-experiment-one-model", "cpu-experiment-history",
+                 "cpu-experiment-one-turn"):
         assert load_config(LoopConfig, name, [], presets="loop").families
     with pytest.raises(ConfigError, match=r"familes: unknown field; did you mean families"):
         load_config(LoopConfig, "demo", ["familes=[]"], presets="loop")
@@ -69,6 +70,19 @@ def test_a_family_history_sets_the_prompts_of_every_agent_that_asks_a_trained_mo
         load_config(LoopConfig, "demo", [], presets="loop", base={"families": fams})
 
 
+def test_family_train_options_need_a_model_per_family_and_are_checked_up_front(tmp_path):
+    fams = [{"name": "g", "envs": ["gridmap"], "train": {"max_steps": 5}}]
+    with pytest.raises(ConfigError, match=r"families\.0\.train: read only with model_per_family"):
+        load_config(LoopConfig, "demo", [], presets="loop", base={"families": fams})
+    cfg = _cfg(tmp_path, extra=["model_per_family=true"])
+    fams = [f.model_copy(update={"train": {"max_step": 5}}) if f.name == "rooms" else f
+            for f in cfg.families]
+    with pytest.raises(ConfigError, match=r"max_step: unknown field.*\(in families \(rooms\)"
+                                          r"\.train\)"):
+        run_loop(cfg.model_copy(update={"families": fams}), say=lambda s: None, html=False)
+    assert not (tmp_path / "loop").exists()  # refused before the first search
+
+
 def test_standard_errors_apart():
     a = {"mean": {"success": 0.5}, "stderr": {"success": 0.1}}
     b = {"mean": {"success": 0.2}, "stderr": {"success": 0.0}}
@@ -83,7 +97,7 @@ def test_loop_rounds_resume_and_expert_iteration(tmp_path, capsys):
     said: list[str] = []
     cfg = _cfg(tmp_path, extra=["train_jobs=2"])
     loop = run_loop(cfg, say=said.append, html=False)
-    assert any("2 models at once" in s for s in said)  # EL and IL, a spawned process each
+    assert any("2 models, 2 at once" in s for s in said)  # EL and IL, a spawned process each
     r1 = out / "round-1"
     for fam in ("gridmap", "rooms", "oracle-query", "textminigrid"):
         assert list((r1 / "search" / fam / "trees").glob("*/*.json.gz")), fam
@@ -158,12 +172,15 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path):
 
 @pytest.mark.slow
 def test_cpu_experiment_smoke(tmp_path, capsys):
-    """The CPU experiment's config at its smallest, through the command line; TextMiniGrid with a
-    family history of two turns, so that its samples and its prompts are checked to keep it."""
+    """The CPU experiment's config at its smallest, through the command line: a model per family
+    (rooms and oracle-query give no chats, so no models), TextMiniGrid with a family history of
+    two turns, so that its samples and its prompts are checked to keep it."""
     preset = load_config(LoopConfig, "cpu-experiment", [], presets="loop")
+    assert preset.model_per_family
     families = [f.model_dump() for f in preset.families]
-    assert families[3]["name"] == "textminigrid"
+    assert families[3]["name"] == "textminigrid" and families[3]["train"]["max_steps"] > 2
     families[3]["history"] = {"keep_first_pairs": 0, "keep_last_pairs": 2, "keep_system": False}
+    families[3]["train"] = {"max_steps": 3}   # the family's own steps, over the loop's 2
     config = tmp_path / "cpu-experiment-history2.yaml"
     config.write_text(yaml.safe_dump({**preset.model_dump(), "families": families}))
     rc = main(["loop", "--config", str(config), "--out", str(tmp_path / "x"), *SHORT,
@@ -172,6 +189,15 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "r1 mcts-el-policy" in text and "r1 el-distilled" in text
     assert "learned+search" in text
+    assert "Round 1 trained no EL/IL model of this family" in text      # rooms, oracle-query
+    # a model per family that had chats, each trained on its own env's chats and steps
+    models = tmp_path / "x" / "round-1" / "models"
+    assert sorted(p.name for p in models.iterdir()) == ["gridmap", "textminigrid"]
+    for fam, steps in (("gridmap", 2), ("textminigrid", 3)):
+        for kind in ("el", "il"):
+            run = json.loads((models / fam / kind / "clew_train.json").read_text())
+            assert (run["config"]["envs"], run["config"]["max_steps"]) == ([fam], steps)
+            assert run["config"]["model"].endswith("models/tiny")     # one shared base model
     # TextMiniGrid keeps its family's history in its samples and in every distilled prompt
     # (two turns); the grid map the data's one turn
     cfg = LoopConfig(**yaml.safe_load((tmp_path / "x" / "loop.yaml").read_text()))
@@ -182,6 +208,8 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
             opts = yaml.safe_load((r1 / "eval" / label / fam / "config.yaml").read_text())
             opts = opts["agent_options"].get("distilled_policy", opts["agent_options"])
             assert (opts["max_history_pairs"], opts["keep_first_pairs"]) == (pairs, 0), (label, fam)
+            assert opts["model"] == f"hf:{models / fam / 'el'}"        # the family's own model
+    assert not (r1 / "eval" / "el-distilled" / "rooms").exists()
     rows = [json.loads(line) for line in (r1 / "data" / "el.jsonl").read_text().splitlines()]
     users = {env: [sum(m["role"] == "user" for m in r["messages"]) for r in rows
                    if r["meta"]["env"] == env] for env in ("gridmap", "textminigrid")}

@@ -16,6 +16,7 @@ from clew.training.sft import (
     TrainConfig,
     TrainResult,
     build_trainer,
+    prepare_dataset,
     to_prompt_completion,
 )
 from training_toys import write_run
@@ -158,6 +159,25 @@ def test_batch_by_env_in_the_trainer(el_data, tiny_model_dir, tmp_path):
         tiny_config(el_data, tiny_model_dir, batch_by_env=True, packing=True)
     with pytest.raises(ValueError, match="batch_by_env: not read when objective is dpo"):
         tiny_config(el_data, tiny_model_dir, objective="dpo", batch_by_env=True)
+
+
+def test_envs_train_on_the_samples_of_those_envs_only(el_data, tiny_model_dir, tmp_path):
+    """``envs`` keeps the rows whose env it names (a family's model in clew loop)."""
+    rows = [json.loads(line) for line in (el_data / "data" / "el.jsonl").read_text().splitlines()]
+    for i, row in enumerate(rows):
+        row["meta"]["env"] = "a" if i % 3 == 0 else "b"
+        row["messages"][-1]["content"] += f" row {i}"      # which row a sample came from
+    data = tmp_path / "two-envs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for envs, expected in ((["a"], rows[::3]), (["a", "b"], rows), (None, rows)):
+        ds, empty = prepare_dataset(tiny_config(el_data, tiny_model_dir, data=str(data),
+                                                envs=envs))
+        assert empty == 0 and [r["completion"][-1]["content"] for r in ds] == [
+            r["messages"][-1]["content"] for r in expected], envs
+    with pytest.raises(ValueError, match=r"envs: dataset .* has no sample of \['c'\]"):
+        prepare_dataset(tiny_config(el_data, tiny_model_dir, data=str(data), envs=["c"]))
+    with pytest.raises(ValueError, match="envs: not read when objective is dpo"):
+        tiny_config(el_data, tiny_model_dir, objective="dpo", envs=["a"])
 
 
 def test_a_bad_trl_section_is_one_error_line_from_the_command(el_data, tiny_model_dir, capsys):
