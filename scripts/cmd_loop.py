@@ -1,12 +1,13 @@
 """``clew loop --config FILE [key=value ...]``: search on the train tasks -> EL/IL data ->
 fine-tune -> evaluate the checkpoints beside the baselines, in rounds (docs/methods/loop.md).
 
---config takes a file or a preset shipped with clew (configs/loop/): demo, demo-quick,
-cpu-experiment, cpu-experiment-smoke. Each round is a folder of run directories under --out;
---resume goes on with a loop that stopped, or adds rounds (rounds=N).
+--config takes a file or a preset shipped with clew (configs/loop/): demo, cpu-experiment,
+cpu-experiment-one-model, cpu-experiment-history, cpu-experiment-one-turn. Each round is a folder
+of run directories under --out; --resume goes on with a loop that stopped, or adds rounds
+(rounds=N).
 
 Examples:
-  clew loop --config demo-quick --out runs/loop-quick
+  clew loop --config demo --out runs/demo
   clew loop --config cpu-experiment --out runs/cpu-exp
   clew loop --config cpu-experiment --out runs/cpu-exp --resume rounds=2
 """
