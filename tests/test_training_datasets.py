@@ -49,6 +49,20 @@ def test_subsets_selection_and_metadata(tmp_path):
     assert [w for r, w in weights if r == "assistant"] == [0, 0, 0, 1]
 
 
+def test_rows_do_not_depend_on_the_order_episodes_finished(tmp_path):
+    """A run's episodes finish in any order under concurrency: the data is the same, row for row
+    (what a seeded training run's batches depend on)."""
+    run = write_run(tmp_path / "run", n_tasks=3)
+    file = run / "episodes.jsonl"
+    lines = file.read_text().splitlines(keepends=True)
+    first = build_datasets(DataConfig(runs=[str(run)]))[0]
+    file.write_text("".join(reversed(lines)))
+    again = build_datasets(DataConfig(runs=[str(run)]))[0]
+    for subset in ("el", "il_all", "pairs", "values"):
+        assert first[subset].to_list() == again[subset].to_list(), subset
+    assert len(set(first["el"]["task_id"])) > 1           # more than one episode to order
+
+
 def test_one_turn_samples_without_the_system_turn(tmp_path):
     """elide_keep_first_pairs 0, elide_keep_last_pairs 1, elide_keep_system false: every chat
     sample and every pair / value prompt is the current user turn alone (with its answer)."""

@@ -258,7 +258,11 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
     want_tree_rows = any(s in cfg.subsets for s in TREE_SUBSETS)
     for run in cfg.runs:
         episodes = read_episodes(run)
-        for i, record in enumerate(_progress(episodes, progress, run), 1):
+        # in key order, not the order episodes finished (concurrency): the same runs give the
+        # same rows in the same order, so a seeded training run sees the same batches
+        order = sorted(range(len(episodes)), key=lambda j: str(episodes[j].get("key", "")))
+        for i in _progress([j + 1 for j in order], progress, run):
+            record = episodes[i - 1]
             report["episodes"] += 1
             bad = _unreadable(record)
             if bad:
