@@ -147,15 +147,18 @@ def test_loop_rounds_resume_and_expert_iteration(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_expert_iteration_searches_with_the_previous_model(tmp_path):
-    """next_search with {el}: round 2's trees come from MCTS whose policy is round 1's model."""
+@pytest.mark.parametrize("per_family", [False, True], ids=["one-model", "model-per-family"])
+def test_expert_iteration_searches_with_the_previous_model(tmp_path, per_family):
+    """next_search with {el}: round 2's trees come from MCTS whose policy is round 1's model (with
+    model_per_family, the family's)."""
     nxt = {"label": "mcts-el-policy", "agent": "mcts", "agent_options": {
         "roles": "heuristic", "search": {"n_simulations": 2, "branching_factor": 2},
         "distilled_policy": {"model": "hf:{el}", "format": "el", "n_samples": 2,
                              "max_tokens": 16}}}
     cfg = _cfg(tmp_path, extra=["rounds=2", "distill=[el]", "round_agents=[]",
                                 "limit_repeats=2", "search.agent_options.value.noise=0.0",
-                                "search.agent_options.policy.prior=oracle"])
+                                "search.agent_options.policy.prior=oracle",
+                                f"model_per_family={str(per_family).lower()}"])
     cfg = cfg.model_copy(update={"next_search": AgentSpec(**nxt), "baselines": [],
                                  "families": [f for f in cfg.families
                                               if f.name in ("gridmap", "textminigrid")]})
@@ -167,7 +170,8 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path):
                      .read_text().splitlines()[0])
     assert rec["agent"] == "mcts-el-policy" and rec["agent_kind"] == "learned+search"
     cfg_run = (tmp_path / "loop" / "round-2" / "search" / "gridmap" / "config.yaml").read_text()
-    assert str(tmp_path / "loop" / "round-1" / "models" / "el") in cfg_run
+    models = tmp_path / "loop" / "round-1" / "models"
+    assert f"hf:{models / 'gridmap' / 'el' if per_family else models / 'el'}\n" in cfg_run
 
 
 @pytest.mark.slow
