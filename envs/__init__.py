@@ -8,6 +8,16 @@ from clew.envs.registry import generate, make, make_for, register
 from clew.envs.suites import Suite, get_suite, resolve
 
 __all__ = [
-    "Env", "EnvFlags", "Observation", "Step", "Task", "Suite",
-    "generate", "make", "make_for", "register", "get_suite", "resolve",
+    "Env",
+    "EnvFlags",
+    "Observation",
+    "Step",
+    "Suite",
+    "Task",
+    "generate",
+    "get_suite",
+    "make",
+    "make_for",
+    "register",
+    "resolve",
 ]

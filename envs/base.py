@@ -67,12 +67,14 @@ class Task:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
         if not isinstance(data, dict):
-            raise ValueError(f"a task must be a JSON object, got {type(data).__name__}")
+            # a file's content, not an argument: ValueError like the other task-file errors
+            got = type(data).__name__
+            raise ValueError(f"a task must be a JSON object, got {got}")  # noqa: TRY004
         missing = [k for k in ("env", "params") if k not in data]
         if missing:
             raise ValueError(f"task is missing field(s): {', '.join(missing)}")
         if not isinstance(data["params"], dict):
-            raise ValueError("task field 'params' must be an object")
+            raise ValueError("task field 'params' must be an object")  # noqa: TRY004
         unknown = set(data) - {"env", "params", "seed", "id", "split"}
         if unknown:
             raise ValueError(f"task has unknown field(s): {', '.join(sorted(unknown))}")

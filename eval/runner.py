@@ -205,7 +205,7 @@ async def run_episode(
     record["env_options"] = dict(env_options or {})
     try:
         record["metrics"] = score_episode(task, record)
-    except Exception as exc:  # a metric bug must not lose the episode
+    except Exception as exc:  # noqa: BLE001 (a metric bug must not lose the episode)
         record["metrics"] = {"error": f"{type(exc).__name__}: {exc}"}
     return record
 
@@ -265,7 +265,7 @@ class GroupWriter:
                     batch, self.pending = self.pending, []
                     try:
                         await asyncio.to_thread(self.write_batch, [r for r, _ in batch])
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 (handed to every waiting writer)
                         for _, fut in batch:
                             fut.set_exception(exc)
                     else:
@@ -358,7 +358,7 @@ async def run_suite(
                     f"model failure in episode {key}: {exc}\n{counts['finished']} episode(s) "
                     f"finished in this session are kept in {run.path}; fix the model and rerun "
                     f"with --resume") from exc
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 (one episode's bug fails that episode only)
                 counts["failed"] += 1
                 # the innermost frames: where the bug is
                 run.append_error({"key": key, "task_id": task.id,

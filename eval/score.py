@@ -21,7 +21,7 @@ def score_line(text: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(obj, dict):
-        raise ValueError("a line must be a JSON object with 'task' and 'actions'")
+        raise ValueError("a line must be a JSON object with 'task' and 'actions'")  # noqa: TRY004
     if "task" not in obj or "actions" not in obj:
         raise ValueError("a line needs both 'task' and 'actions'")
     try:
@@ -43,6 +43,6 @@ def score_lines(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any], str
             continue
         try:
             yield lineno, {"line": lineno, **score_line(text)}, None
-        except Exception as exc:  # one bad line must not stop the rest
+        except Exception as exc:  # noqa: BLE001 (one bad line must not stop the rest)
             msg = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
             yield lineno, {"line": lineno, "error": msg}, msg

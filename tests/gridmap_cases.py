@@ -4,6 +4,7 @@ small instances, and the spec's docs/methods/metric-explore-exploit-error.md#per
 from __future__ import annotations
 
 from collections import Counter, deque
+from itertools import pairwise
 
 from clew.envs.gridmap.instance import DIRECTIONS, Instance, build_instance
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ _DELTA = {v: k for k, v in DIRECTIONS.items()}
 
 def actions_for(path):
     """Direction names that walk ``path`` (consecutive cells must be 4-neighbours)."""
-    return [_DELTA[(b[0] - a[0], b[1] - a[1])] for a, b in zip(path, path[1:])]
+    return [_DELTA[(b[0] - a[0], b[1] - a[1])] for a, b in pairwise(path)]
 
 
 def instance_a() -> Instance:
@@ -110,7 +111,7 @@ def bfs_from(cells, src):
 
 def stale(walk):
     vc = Counter(walk)
-    ec = Counter(frozenset(pair) for pair in zip(walk, walk[1:]))
+    ec = Counter(frozenset(pair) for pair in pairwise(walk))
     c = len(ec) - len(vc) + 1
     e = sum(max(m - 2, 0) for m in ec.values())
     n = sum(max(m - 2, 0) for m in vc.values())
@@ -174,8 +175,9 @@ def reference_score(inst: Instance, traj):
             err = int(s_after > s_before)
         n_case[case] += 1
         n_err[case] += err
-        rows.append(dict(t=t, p=p, q=q, case=case, nT=len(T), T=T, P=P, progress=progress,
-                         gain=gain, S_before=s_before, S_after=s_after, err=err))
+        rows.append({"t": t, "p": p, "q": q, "case": case, "nT": len(T), "T": T, "P": P,
+                     "progress": progress, "gain": gain, "S_before": s_before,
+                     "S_after": s_after, "err": err})
         if progress:
             seg = [q]
         elif not noop:
@@ -186,9 +188,9 @@ def reference_score(inst: Instance, traj):
     den_x, num_x = n_case[1] + n_case[4], n_err[1] + n_err[4]
     den_e, num_e = n_case[2] + n_case[3] + n_case[4], n_err[2] + n_err[3] + n_err[4]
     nan = float("nan")
-    return dict(rows=rows, success=status[goal] == "achieved",
-                exploration_error=num_x / den_x if den_x else nan,
-                exploitation_error=num_e / den_e if den_e else nan)
+    return {"rows": rows, "success": status[goal] == "achieved",
+            "exploration_error": num_x / den_x if den_x else nan,
+            "exploitation_error": num_e / den_e if den_e else nan}
 
 
 def positions(inst: Instance, actions):

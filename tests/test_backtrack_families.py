@@ -11,7 +11,6 @@ import asyncio
 import random
 
 import pytest
-
 from clew.agents.base import BaseAgent, Decision
 from clew.envs.registry import make_for
 from clew.envs.suites import get_suite

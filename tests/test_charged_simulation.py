@@ -3,8 +3,6 @@ simulates is asked for real and charged; the search cannot read the hidden funct
 
 import asyncio
 
-from toyenv import register
-
 from clew.agents.base import BaseAgent, Decision
 from clew.envs.base import Task
 from clew.envs.registry import register as register_env
@@ -12,6 +10,7 @@ from clew.envs.suites import get_suite
 from clew.eval.agents import build_agent
 from clew.eval.metrics import score_episode
 from clew.eval.runner import run_episode
+from toyenv import register
 
 register()
 register_env("toy-query", "toyenv:QueryEnv")

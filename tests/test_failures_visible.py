@@ -39,7 +39,6 @@ ROLES = ("policy", "value", "rubric", "debate", "judge", "reflection")
 
 def failing_styles(req, i):
     """Every other answer of each role fails; the rubric never has checks."""
-    text = req.messages[-1]["content"]
     if req.role == "rubric":
         return "I would check the goal."
     role = "reflection" if req.role == "expect" else req.role

@@ -2,6 +2,7 @@
 
 import json
 import re
+from itertools import pairwise
 
 import pytest
 from clew.envs.gridmap.generator import (
@@ -90,13 +91,13 @@ def test_task_params_round_trip_through_json():
 
 def test_or_branching_follows_the_presets():
     counts = {"easy": [0, 0], "hard": [0, 0]}
-    for d in counts:
+    for d, count in counts.items():
         for seed in range(60):
             inst = gen("medium", d, seed)
             for n in inst.nodes:
                 if n.options and n.name != inst.goal:
-                    counts[d][0] += 1
-                    counts[d][1] += len(n.options) == 2
+                    count[0] += 1
+                    count[1] += len(n.options) == 2
     assert counts["easy"][1] == 0
     frac = counts["hard"][1] / counts["hard"][0]
     assert 0.2 < frac < 0.5  # 0.4 drawn, minus duplicates dropped
@@ -140,4 +141,4 @@ def test_l_paths_are_4_connected():
     for x_first in (True, False):
         path = l_path((0, 3), (4, 0), x_first)
         assert path[0] == (0, 3) and path[-1] == (4, 0) and len(path) == 8
-        assert all(abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1 for a, b in zip(path, path[1:]))
+        assert all(abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1 for a, b in pairwise(path))

@@ -3,12 +3,11 @@ exploration metrics of searched agents are not read as real exploration."""
 
 import asyncio
 
-from toyenv import line_task, register
-
 from clew.agents.base import BaseAgent, Decision
 from clew.envs.suites import get_suite
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
+from toyenv import line_task, register
 
 register()
 

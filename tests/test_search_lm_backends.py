@@ -35,7 +35,7 @@ TASK = Task("toy-lenient", {"goal": ["b", "a"]}, seed=0, id="lenient-0")
 def test_rmcts_mad_runs_on_the_hf_backend(lively_model_dir, tmp_path, monkeypatch):
     # The random model never finishes within a dozen tokens, and a cut reply is a parse failure
     # (docs/methods/parsing.md); read its cut replies as complete so every role gets called.
-    import clew.agents.parsing as parsing
+    from clew.agents import parsing
 
     monkeypatch.setattr(parsing, "cut", lambda finish_reason: False)
     agent = build_agent(

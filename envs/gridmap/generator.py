@@ -110,7 +110,8 @@ def generate_task(params: dict[str, Any], seed: int) -> Task:
 def resolve_presets(params: dict[str, Any]) -> dict[str, Any]:
     """Fill in the preset tables for the requested levels; unknown keys are an error."""
     if not isinstance(params, dict):
-        raise ValueError(f"gridmap generator params must be an object, got {type(params).__name__}")
+        got = type(params).__name__  # a task file's content: ValueError, like its other errors
+        raise ValueError(f"gridmap generator params must be an object, got {got}")  # noqa: TRY004
     unknown = sorted(set(params) - _KNOWN_PARAMS)
     if unknown:
         raise ValueError(f"gridmap generator: unknown param(s) {', '.join(unknown)}; "

@@ -209,7 +209,8 @@ class Instance:
     def from_params(cls, params: Mapping[str, Any]) -> Instance:
         """Rebuild an instance from ``Task.params``; a bad field raises ValueError naming it."""
         if not isinstance(params, Mapping):
-            raise ValueError(f"gridmap params must be an object, got {type(params).__name__}")
+            got = type(params).__name__
+            raise ValueError(f"gridmap params must be an object, got {got}")  # noqa: TRY004
         if params.get("format", INSTANCE_FORMAT) != INSTANCE_FORMAT:
             raise ValueError(f"gridmap params: format {params.get('format')!r} is not "
                              f"{INSTANCE_FORMAT!r}")

@@ -108,7 +108,7 @@ class Layout:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Layout:
         if not isinstance(data, dict):
-            raise ValueError(f"textminigrid params.layout must be an object, got "
+            raise ValueError(f"textminigrid params.layout must be an object, got "  # noqa: TRY004
                              f"{type(data).__name__}")
         fields = {
             "rooms_per_side": lambda v: int(v),
