@@ -35,6 +35,7 @@ import json
 import math
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -385,9 +386,12 @@ class Loop:
         Returns the kinds trained per family name."""
         self.build_tiny(r, sizes)
         data = self.out / f"round-{r}" / "data"
+        per_env = self.samples_per_env(data, sizes) if self.cfg.model_per_family else {}
         jobs = []
         for group in self.groups():
-            counts = dict(sizes) if group is None else self.family_sizes(data, sizes, group)
+            counts = dict(sizes) if group is None else {
+                subset: sum(n for env, n in by_env.items() if env in group.envs)
+                for subset, by_env in per_env.items()}
             name = "" if group is None else f"{group.name} "
             for kind in self.cfg.distill:
                 subset = "el" if kind == "el" else "il_all"
@@ -432,11 +436,11 @@ class Loop:
         return trained
 
     @staticmethod
-    def family_sizes(data: Path, sizes: dict[str, int], fam: Family) -> dict[str, int]:
-        """How many of each subset's samples come from ``fam``'s envs."""
+    def samples_per_env(data: Path, sizes: dict[str, int]) -> dict[str, Counter]:
+        """Each trained subset's samples counted by env (each dataset read once)."""
         from clew.training.datasets import load_chat_dataset
 
-        return {subset: sum(env in fam.envs for env in load_chat_dataset(data / subset)["env"])
+        return {subset: Counter(load_chat_dataset(data / subset)["env"])
                 for subset in ("el", "il_all") if sizes.get(subset)}
 
     def build_tiny(self, r: int, sizes: dict[str, int]) -> None:

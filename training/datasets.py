@@ -260,9 +260,8 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
         episodes = read_episodes(run)
         # in key order, not the order episodes finished (concurrency): the same runs give the
         # same rows in the same order, so a seeded training run sees the same batches
-        order = sorted(range(len(episodes)), key=lambda j: str(episodes[j].get("key", "")))
-        for i in _progress([j + 1 for j in order], progress, run):
-            record = episodes[i - 1]
+        in_key_order = sorted(enumerate(episodes, 1), key=lambda e: str(e[1].get("key", "")))
+        for i, record in _progress(in_key_order, progress, run):
             report["episodes"] += 1
             bad = _unreadable(record)
             if bad:
