@@ -4,9 +4,11 @@ A search agent with LM roles plays one or several grid-map tasks at once through
 runner: ``--agent rmcts-mad`` (the default: LM policy with ``n`` samples per expansion, the
 debate value: two arguments, then the judge with ``n/2`` samples in each order) or ``--agent
 mcts`` (single-agent value with ``n`` samples and a rubric); no reflection, because the memory
-needs FAISS, which the vLLM venv lacks. ``d`` in ``--variants`` is the wave size the agent's
-preset sets (configs/agents/). Its model is the in-process ``vllm`` backend (:class:`clew.agents.lm.vllm_backend.VLLMModel`,
-prefix caching on) serving one of two tiny local models (``--model``):
+needs FAISS, which the vLLM venv lacks. In ``--variants``, ``4p`` is a wave size with
+``wave_pipeline`` (docs/methods/mcts.md#pipelined-waves) and ``d`` the waves the agent's preset
+sets (configs/agents/). Its model is the in-process ``vllm`` backend
+(:class:`clew.agents.lm.vllm_backend.VLLMModel`, prefix caching on) serving one of two tiny local
+models (``--model``):
 
 * ``formatted`` (the default): the tiny model, its tokenizer trained on the roles' prompts, then
   fine-tuned for about half a minute to answer them as an instruct model does: a few words, the
@@ -221,7 +223,7 @@ FILLER = ("the", "agent", "is", "at", "goal", "so", "move", "up", "down", "left"
           "blocked")
 
 
-def formatted_model(dst: Path, args, wave_size: int) -> Path:
+def formatted_model(dst: Path, args, wave: str) -> Path:
     """The tiny model fine-tuned, for about half a minute, to answer the roles' own prompts as
     an instruct model does: a few words, then the answer line (``Next action: ```up``` ``,
     ``STATUS CODE: ```B``` ``), then the end of turn, well inside ``max_tokens``. Its samples then
@@ -232,7 +234,9 @@ def formatted_model(dst: Path, args, wave_size: int) -> Path:
     The prompts are those of a search with a scripted backend (:class:`~clew.agents.lm.fake.
     FakeLM`) answering the same way at random: real prompts and request shapes, no engine needed.
     The targets' words and answers are drawn at random, so the model learns a distribution and
-    its samples vary."""
+    its samples vary; each from a generator seeded by its request and sample index, and the rows
+    shuffled with ``--seed``, so the model does not depend on the order in which the search's
+    calls reach the fake."""
     import random
 
     from clew.agents.lm.base import answer_suffix
@@ -240,10 +244,17 @@ def formatted_model(dst: Path, args, wave_size: int) -> Path:
     from clew.agents.lm.tiny import build_tiny_model
     from clew.training.sft import TrainConfig, train
 
-    rng = random.Random(args.seed)
     rows = []
+    samples: collections.Counter = collections.Counter()
 
     def answer(request: ChatRequest, i: int) -> str:
+        # drawn from the request itself (and which of its samples this is), and the rows put in
+        # a seeded order below: the model does not depend on the order in which the search's
+        # calls reach the fake
+        prompt = json.dumps([args.seed, request.messages])
+        key = f"{prompt}:{samples[prompt]}"
+        samples[prompt] += 1
+        rng = random.Random(zlib.crc32(key.encode()))
         s = request.sampling
         text = " ".join(rng.choice(FILLER) for _ in range(rng.randint(1, 4)))
         if s.choices:
@@ -251,7 +262,9 @@ def formatted_model(dst: Path, args, wave_size: int) -> Path:
         rows.append({"messages": [*request.messages, {"role": "assistant", "content": text}]})
         return text
 
-    asyncio.run(search_run(RecordingLM(FakeLM(answer)), args, wave_size, 4))
+    asyncio.run(search_run(RecordingLM(FakeLM(answer)), args, wave, 4))
+    rows.sort(key=json.dumps)
+    random.Random(args.seed).shuffle(rows)
     data = dst.parent / "formatted.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows[:args.format_rows]))
     # its tokenizer learns the prompts' text (as ``clew loop`` does): prompts take fewer tokens
@@ -301,7 +314,9 @@ def ending_after(agent, steps: int):
     return agent
 
 
-async def search_run(lm: RecordingLM, args, wave_size: int, episodes: int) -> dict:
+async def search_run(lm: RecordingLM, args, wave: str, episodes: int) -> dict:
+    """``episodes`` tasks at once with waves ``wave`` (``K``, or ``Kp``: K with
+    ``wave_pipeline``)."""
     from clew.eval.agents import build_agent
     from clew.eval.runner import run_suite
     from clew.records import RunDir
@@ -321,7 +336,7 @@ async def search_run(lm: RecordingLM, args, wave_size: int, episodes: int) -> di
         return ending_after(build_agent(
             args.agent, model=lm, seed=args.seed,
             search={"n_simulations": args.simulations, "branching_factor": args.branching,
-                    "wave_size": wave_size},
+                    "wave_size": int(wave.rstrip("p")), "wave_pipeline": wave.endswith("p")},
             policy={"n_samples_min": args.samples, "max_tokens": args.max_tokens,
                     "constrain": args.constrain},
             value={"constrain": args.constrain, **value}, **extra), args.steps)
@@ -379,12 +394,15 @@ def in_flight(log: list[EngineRequest]) -> tuple[float, float]:
     return seq_seconds / max(last - events[0][0], 1e-9), idle
 
 
-def parse_variants(text: str, default_k: int) -> list[tuple[int, int]]:
-    """``K:E,...`` (wave size : concurrent episodes); ``d`` for K is the default wave size."""
+def parse_variants(text: str, default_k: str) -> list[tuple[str, int]]:
+    """``K:E,...`` (waves : concurrent episodes): K is a wave size, ``Kp`` a wave size with
+    ``wave_pipeline``, ``d`` the preset's own."""
     out = []
     for item in text.split(","):
         k, _, e = item.partition(":")
-        out.append((default_k if k == "d" else int(k), int(e)))
+        k = default_k if k == "d" else k
+        int(k.rstrip("p"))      # a wave size, or a clear ValueError
+        out.append((k, int(e)))
     return out
 
 
@@ -411,12 +429,14 @@ def main() -> None:
     ap.add_argument("--agent", default="rmcts-mad",
                     help="search preset: rmcts-mad (debate value) or mcts (single-agent value)")
     agent = ap.parse_known_args()[0].agent
-    default_k = preset_option(agent, "search", "wave_size",
-                              MCTSConfig.model_fields["wave_size"].default)
+    default_k = str(preset_option(agent, "search", "wave_size",
+                                  MCTSConfig.model_fields["wave_size"].default))
+    if preset_option(agent, "search", "wave_pipeline", False):
+        default_k += "p"
     ap.add_argument("--suite", default="gridmap-v1:test")
     ap.add_argument("--variants", default="1:1,d:1,1:16,d:16",
-                    help="wave size:concurrent episodes, comma-separated; d = the default "
-                         f"wave size of the agent's preset ({default_k})")
+                    help="wave size:concurrent episodes, comma-separated; Kp = K pipelined; "
+                         f"d = the waves of the agent's preset ({default_k})")
     ap.add_argument("--steps", type=int, default=3, help="real steps (trees) per episode")
     ap.add_argument("--simulations", type=int, default=20, help="per search (issue 12's 20)")
     ap.add_argument("--branching", type=int, default=3)
@@ -514,7 +534,8 @@ def main() -> None:
         roles = dict(collections.Counter(request.role for request in log))
         rate = r["hits"] / r["queries"] if r["queries"] else None
         out["variants"].setdefault(f"k{r['k']}_x{r['episodes']}", []).append({
-            "wave_size": r["k"], "episodes": r["episodes"], "requests": len(log),
+            "wave_size": int(r["k"].rstrip("p")), "wave_pipeline": r["k"].endswith("p"),
+            "episodes": r["episodes"], "requests": len(log),
             "engine_requests": len(engine_log),
             # the backend's second requests, finishing samples cut before their answer
             "finishing_requests": len(engine_log) - len(log), "requests_by_role": roles,

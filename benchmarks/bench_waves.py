@@ -13,7 +13,9 @@ its own (so no retrieval runs: the first task of a run):
   returned: the call pattern of the search before waves (its trees are the same as k = 1's,
   ``tests/test_search_waves.py``), i.e. policy, then the two debate arguments, then the judge;
 * ``k1``: k = 1, a new leaf's expansion and evaluation in flight together;
-* ``k4``, ``k8``: waves of 4 and 8 leaves.
+* ``k4``, ``k8``: waves of 4 and 8 leaves;
+* ``k4p``: waves of 4 with ``wave_pipeline`` (the next wave selected once this wave's
+  expansions are back, its values backed up a wave later).
 
 Per variant and real step: the round trips on the critical path (the longest chain of requests
 each sent after the previous one returned, within one search), wall seconds, requests, and the
@@ -127,13 +129,14 @@ def shape(tree: dict) -> dict[str, float]:
             "width": max(depths.count(d) for d in set(depths))}
 
 
-async def variant(task, k: int, serial: bool, memory_dir: str, args) -> dict[str, Any]:
+async def variant(task, k: int, serial: bool, memory_dir: str, args,
+                  pipeline: bool = False) -> dict[str, Any]:
     lm = LatencyLM(args.latency)
     agent = build_agent("rmcts-mad", model=lm, seed=args.seed,
                         # the grid map's outcome mode gives "zero"; stated so that the agent
                         # keeps the timed algorithm instead of building one per outcome mode
                         search={"n_simulations": args.simulations, "wave_size": k,
-                                "horizon_value": "zero"},
+                                "wave_pipeline": pipeline, "horizon_value": "zero"},
                         memory={"dir": memory_dir})
     timed = TimedAlgorithm(agent.algorithm, serial)
     agent.algorithm = timed
@@ -168,18 +171,20 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.05, help="seconds per request")
     ap.add_argument("--simulations", type=int, default=20)
     ap.add_argument("--steps", type=int, default=3, help="real steps (searches) per variant")
-    ap.add_argument("--wave-sizes", default="4,8")
+    ap.add_argument("--wave-sizes", default="4,8,4p",
+                    help="k, or kp for k with wave_pipeline")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     task = resolve("gridmap-v1:test")[0]
-    variants = {"before_waves": (1, True), "k1": (1, False)}
-    variants.update({f"k{k}": (int(k), False) for k in args.wave_sizes.split(",")})
+    variants = {"before_waves": (1, True, False), "k1": (1, False, False)}
+    variants.update({f"k{k}": (int(k.rstrip("p")), False, k.endswith("p"))
+                     for k in args.wave_sizes.split(",")})
     out: dict[str, Any] = {"benchmark": "waves_critical_path", "agent": "rmcts-mad",
                            "task": task.id, "latency_s": args.latency,
                            "simulations": args.simulations}
-    for name, (k, serial) in variants.items():
+    for name, (k, serial, pipeline) in variants.items():
         with tempfile.TemporaryDirectory() as memory_dir:
-            out[name] = asyncio.run(variant(task, k, serial, memory_dir, args))
+            out[name] = asyncio.run(variant(task, k, serial, memory_dir, args, pipeline))
     base = out["before_waves"]
     for name in variants:
         if name != "before_waves":

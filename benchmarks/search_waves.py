@@ -9,6 +9,7 @@ ended a search, and how often the first real step (the same root state for every
 same action as k = 1.
 
     python benchmarks/search_waves.py --suite gridmap-v1:test --seeds 0,1,2 --wave-sizes 1,2,4,8
+    python benchmarks/search_waves.py --wave-sizes 1,1p,2p,4p     # pipelined waves
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def summarise(k, results, wall, reference):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", default="gridmap-v1:test")
-    p.add_argument("--wave-sizes", default="1,2,4,8")
+    p.add_argument("--wave-sizes", default="1,2,4,8",
+                   help="k, or kp for k with wave_pipeline (values backed up a wave later)")
     p.add_argument("--simulations", type=int, default=20)
     p.add_argument("--noise", type=float, default=0.3, help="std of the value noise")
     p.add_argument("--seeds", default="0,1,2", help="agent seeds")
@@ -89,8 +91,9 @@ def main() -> None:
     tasks = resolve(args.suite)[: args.limit]
     seeds = [int(s) for s in args.seeds.split(",")]
     reference = None
-    for k in (int(x) for x in args.wave_sizes.split(",")):
-        search = {"n_simulations": args.simulations, "wave_size": k}
+    for variant in args.wave_sizes.split(","):
+        k, pipeline = int(variant.rstrip("p")), variant.endswith("p")
+        search = {"n_simulations": args.simulations, "wave_size": k, "wave_pipeline": pipeline}
         if args.virtual_loss is not None:
             search["virtual_loss"] = args.virtual_loss
         if args.virtual_value is not None:
@@ -101,7 +104,8 @@ def main() -> None:
         t0 = time.perf_counter()
         results = asyncio.run(run_cell(tasks, seeds, options, args.max_steps, args.concurrency))
         row, firsts = summarise(k, results, time.perf_counter() - t0, reference)
-        if k == 1:
+        row["wave_pipeline"] = pipeline
+        if variant == "1":
             reference = firsts
         row.update({"suite": args.suite, "simulations": args.simulations, "seeds": seeds,
                     "noise": args.noise, "virtual_loss": args.virtual_loss,

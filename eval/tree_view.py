@@ -77,9 +77,9 @@ def replay_schedule(tree: dict[str, Any]) -> dict[str, Any]:
     """When each node appears and is expanded during the replay (see the module docstring).
 
     Returns ``{"mode": "traversals"|"expansions", "steps": K, "node_step": [...],
-    "expand_step": [...], "waves": [...] | None, "wave_size": k | None}``; ``expand_step`` is
-    None for nodes never expanded; ``waves`` holds the wave of each traversal (traversal mode,
-    trees searched in waves only).
+    "expand_step": [...], "waves": [...] | None, "wave_size": k | None, "wave_pipeline": bool}``;
+    ``expand_step`` is None for nodes never expanded; ``waves`` holds the wave of each traversal
+    (traversal mode, trees searched in waves only).
     """
     nodes, edges = tree["nodes"], tree["edges"]
     traversals = tree.get("traversals") or []
@@ -117,7 +117,8 @@ def replay_schedule(tree: dict[str, Any]) -> dict[str, Any]:
     waves = tree.get("waves") if mode == "traversals" else None
     return {"mode": mode, "steps": steps, "node_step": node_step, "expand_step": expand_step,
             "waves": list(waves["traversals"]) if waves else None,
-            "wave_size": waves["size"] if waves else None}
+            "wave_size": waves["size"] if waves else None,
+            "wave_pipeline": bool(waves.get("pipeline")) if waves else False}
 
 
 def render(tree: dict[str, Any], title: str = "search tree",
@@ -307,7 +308,7 @@ function buildMeta(){
   parts.push(nodes.length+' nodes, '+edges.length+' edges');
   for (const k of ['simulations','policy_calls','value_calls','seconds','stopped_by'])
     if (c[k]!==undefined && c[k]!==null) parts.push(k+': '+c[k]);
-  if (W) parts.push('waves: '+nWaves+' (k = '+R.wave_size+')');
+  if (W) parts.push('waves: '+nWaves+' (k = '+R.wave_size+(R.wave_pipeline ? ', pipelined' : '')+')');
   const d = T.decision||{};
   if (d.kind) parts.push('decision: '+d.kind+' '+(d.edges||[]).map(e=>JSON.stringify(edges[e]?edges[e].action:e)).join(' → '));
   document.getElementById('meta').textContent = parts.join(' · ');

@@ -5,9 +5,12 @@ reaches the top of the value scale. A wave selects up to ``wave_size`` (k) leave
 other, each path carrying a virtual loss so the next selection looks elsewhere; steps the
 simulator into each; sends all their expansions and evaluations to the model at once; and backs
 the values up, in selection order, when they are all back. With k = 1 a wave is one simulation
-and this is the sequential algorithm. How an interior edge is chosen (``select_edge``) and what is
-executed afterwards (``decide``) are parameters, as in mctx: :class:`MCTS` composes the loop with
-PUCT selection (``functools.partial``) and the most visited root edge.
+and this is the sequential algorithm. With ``wave_pipeline`` the next wave is selected as soon as
+this wave's expansions are back, and this wave's values are backed up once the next wave's
+expansions are (``docs/methods/mcts.md#pipelined-waves``). How an interior edge is chosen
+(``select_edge``) and what is executed afterwards (``decide``) are parameters, as in mctx:
+:class:`MCTS` composes the loop with PUCT selection (``functools.partial``) and the most visited
+root edge.
 
 Decisions (``docs/methods/mcts.md#decisions``):
 
@@ -31,11 +34,13 @@ Decisions (``docs/methods/mcts.md#decisions``):
   closed for the rest of the wave and selection starts again from the root. Virtual loss is
   undone, not subtracted: the statistics get their exact earlier values back before any backup.
 * Everything the tree records (node and edge ids, expansion and evaluation order, traversals)
-  follows selection order, never the order in which answers return.
+  follows selection order, never the order in which answers return; pipelined too: each
+  iteration applies this wave's edges, then the last wave's values, whenever they arrived.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import math
 import time
@@ -45,7 +50,6 @@ from typing import Any, Literal
 
 from clew.search.algorithm import Configured, SearchConfig, SearchResult
 from clew.search.nodes import (
-    Evaluation,
     SearchHooks,
     add_edges,
     budget_spent,
@@ -75,13 +79,16 @@ class MCTSConfig(SearchConfig):
     Waves: ``wave_size`` (k) leaves selected per wave, each selected path adding
     ``virtual_loss`` pending visits to its edges, each counted in Q as ``virtual_value``
     (``None``: Q unchanged, only the visit counts grow) until the wave's selection ends
-    (``docs/methods/mcts.md#leaf-parallel-waves``)."""
+    (``docs/methods/mcts.md#leaf-parallel-waves``). ``wave_pipeline``: select the next wave
+    once this wave's expansions are back, its paths keeping their virtual loss until its values
+    are backed up, after the next wave's expansions (``docs/methods/mcts.md#pipelined-waves``)."""
 
     algorithm: Literal["mcts"] = "mcts"
     c_puct: float = Field(1.0, ge=0)
     q_init: float | Literal["parent"] = 0.0
     reexecute_edges: bool = True
     wave_size: int = Field(1, ge=1)
+    wave_pipeline: bool = False
     virtual_loss: int = Field(1, ge=0)
     virtual_value: float | None = None
 
@@ -171,13 +178,16 @@ class VirtualLoss:
 
 @dataclass
 class Selected:
-    """One simulation of a wave: its path, its leaf, and the hooks its calls go through
-    (``None``: the leaf's value is already known)."""
+    """One simulation of a wave: its path, its leaf, the hooks its calls go through (``None``:
+    the leaf's value is already known) and, once started, those calls."""
 
     path: list[Edge]
     leaf: Node
     hooks: SearchHooks | None = None
     expand: bool = False
+    wave: int = 0
+    proposals: asyncio.Future | None = None
+    evaluation: asyncio.Future | None = None
 
 
 def descend(root: Node, select_edge: SelectFn, waiting: set[Node],
@@ -226,6 +236,15 @@ def reach(tree: Tree, path: Sequence[Edge], hooks: SearchHooks, cfg: MCTSConfig)
     return path[-1].child
 
 
+def committed(counters: dict[str, Any], pending: Sequence[Selected]) -> dict[str, Any]:
+    """``counters`` with the simulations (and, at most, value calls) of a pipelined wave whose
+    values are not back yet counted as spent."""
+    if not pending:
+        return counters
+    return {**counters, "simulations": counters["simulations"] + len(pending),
+            "value_calls": counters["value_calls"] + sum(s.hooks is not None for s in pending)}
+
+
 def wave_width(cfg: MCTSConfig, counters: dict[str, Any]) -> int:
     """Simulations the next wave may select: k, capped by the simulations left and, with
     ``max_value_calls``, by the value calls left (each leaf costs at most one)."""
@@ -236,15 +255,20 @@ def wave_width(cfg: MCTSConfig, counters: dict[str, Any]) -> int:
 
 
 def select_wave(tree: Tree, hooks: SearchHooks, cfg: MCTSConfig, select_edge: SelectFn,
-                width: int) -> list[Selected]:
+                width: int, pending: Sequence[Selected] = ()) -> list[Selected]:
     """Up to ``width`` simulations, selected one after the other under virtual loss; the calls
-    of each new leaf get forked hooks when the wave is wider than one (the shared simulator
-    moves on to the next selection)."""
+    of each new leaf get forked hooks when they overlap other calls (the shared simulator moves
+    on to the next selection). ``pending``: the pipelined wave before, whose paths keep their
+    virtual loss and whose unexpanded leaves wait for their values."""
     wave: list[Selected] = []
-    waiting: set[Node] = set()
+    waiting = {s.leaf for s in pending
+               if s.hooks is not None and (s.leaf.terminal or not s.leaf.expanded)}
     closed: set[Edge] = set()
     loss = VirtualLoss(cfg.virtual_loss, cfg.virtual_value)
+    fork = width > 1 or cfg.wave_pipeline
     try:
+        for s in pending:
+            loss.add(s.path)
         while len(wave) < width:
             path = descend(tree.root, select_edge, waiting, closed)
             if path is None:
@@ -255,30 +279,61 @@ def select_wave(tree: Tree, hooks: SearchHooks, cfg: MCTSConfig, select_edge: Se
                 if not cfg.reexecute_edges:
                     hooks.restore(leaf.snap)
                 waiting.add(leaf)
-                wave.append(Selected(path, leaf, hooks.fork() if width > 1 else hooks, expand))
+                wave.append(Selected(path, leaf, hooks.fork() if fork else hooks, expand,
+                                     tree.wave))
             else:
-                wave.append(Selected(path, leaf))
+                wave.append(Selected(path, leaf, wave=tree.wave))
             loss.add(path)
     finally:
         loss.undo()
     return wave
 
 
-async def run_wave(tree: Tree, wave: Sequence[Selected], cfg: MCTSConfig) -> None:
-    """Every call of the wave at once; answers applied in selection order."""
-    async def calls(s: Selected) -> tuple[Sequence[Any] | None, Evaluation]:
-        if s.expand:
-            proposals, ev = await gather_all(propose(tree, s.leaf, s.hooks, cfg),
-                                             value_of(s.leaf, s.hooks))
-            return proposals, ev
-        return None, await value_of(s.leaf, s.hooks)
+def start_calls(tree: Tree, wave: Sequence[Selected], cfg: MCTSConfig) -> None:
+    """Every call of the wave started at once: each new leaf's expansion and evaluation are
+    independent (same state; neither moves its simulator)."""
+    for s in wave:
+        if s.hooks is not None:
+            if s.expand:
+                s.proposals = asyncio.ensure_future(propose(tree, s.leaf, s.hooks, cfg))
+            s.evaluation = asyncio.ensure_future(value_of(s.leaf, s.hooks))
 
-    todo = [s for s in wave if s.hooks is not None]
-    answers = await gather_all(*(calls(s) for s in todo))
-    for s, (proposals, ev) in zip(todo, answers):
-        if s.expand:
-            add_edges(tree, s.leaf, proposals, cfg.branching_factor, _stored_q(cfg))
-        set_value(tree, s.leaf, ev)
+
+def calls(wave: Sequence[Selected], proposals: bool = True,
+          evaluations: bool = True) -> list[asyncio.Future]:
+    """The started calls of ``wave``: its expansions, its evaluations, or both."""
+    return [f for s in wave for f in ((s.proposals if proposals else None),
+                                      (s.evaluation if evaluations else None)) if f is not None]
+
+
+async def cancel(wave: Sequence[Selected]) -> None:
+    """Cancel (and wait for) the wave's calls still running: no call outlives its search."""
+    running = [f for f in calls(wave) if not f.done()]
+    for f in running:
+        f.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+
+
+def add_wave_edges(tree: Tree, wave: Sequence[Selected], cfg: MCTSConfig) -> None:
+    """The answered expansions of the wave become edges, in selection order."""
+    for s in wave:
+        if s.proposals is not None:
+            add_edges(tree, s.leaf, s.proposals.result(), cfg.branching_factor, _stored_q(cfg))
+
+
+def settle_wave(tree: Tree, wave: Sequence[Selected], cfg: MCTSConfig) -> list[Edge] | None:
+    """The wave's values stored and backed up in selection order (an unknown value is never
+    backed up as 0); the first path whose leaf reaches the top of the scale, if any."""
+    top = None
+    for s in wave:
+        if s.evaluation is not None:
+            set_value(tree, s.leaf, s.evaluation.result())
+        value = settle(tree, s.path, s.leaf)
+        tree.add_traversal(s.path, s.wave)
+        tree.counters["simulations"] += 1
+        if top is None and s.path and value is not None and may_stop_early(s.leaf, value, cfg):
+            top = s.path
+    return top
 
 
 # --- the loop ----------------------------------------------------------------------------------
@@ -289,33 +344,42 @@ async def search(hooks: SearchHooks, root_obs: str | None, cfg: MCTSConfig, *,
     t0 = clock()
     hooks.to_root()
     tree = Tree.with_root(root_obs)
-    tree.wave_size = cfg.wave_size
+    tree.wave_size, tree.wave_pipeline = cfg.wave_size, cfg.wave_pipeline
     if not cfg.reexecute_edges:
         tree.root.snap = hooks.snapshot()
     await expand_node(tree, tree.root, hooks, cfg, _stored_q(cfg))    # root expansion: free
-    result: SearchResult | None = None
+    wave: list[Selected] = []
+    pending: list[Selected] = []      # wave_pipeline: the last wave, its values still out
+    top: list[Edge] | None = None
     try:
-        while (stop := budget_spent(cfg, tree.counters, clock() - t0)) is None:
+        while top is None and (stop := budget_spent(
+                cfg, committed(tree.counters, pending), clock() - t0)) is None:
             tree.wave += 1
-            wave = select_wave(tree, hooks, cfg, select_edge, wave_width(cfg, tree.counters))
-            await run_wave(tree, wave, cfg)
-            top = None
-            for s in wave:
-                value = settle(tree, s.path, s.leaf)  # an unknown value is never backed up as 0
-                tree.add_traversal(s.path)
-                tree.counters["simulations"] += 1
-                if (top is None and s.path and value is not None
-                        and may_stop_early(s.leaf, value, cfg)):
-                    top = s.path
-            if top is not None:
-                tree.counters["stopped_by"] = "value_one"
-                result = SearchResult.of(tree, "path", top)
-                break
+            wave = select_wave(tree, hooks, cfg, select_edge,
+                               wave_width(cfg, committed(tree.counters, pending)), pending)
+            start_calls(tree, wave, cfg)
+            if cfg.wave_pipeline:
+                # the next wave needs this wave's edges and the last wave's values only
+                await gather_all(*calls(wave, evaluations=False), *calls(pending, proposals=False))
+                add_wave_edges(tree, wave, cfg)
+                top = settle_wave(tree, pending, cfg)
+                pending, wave = wave, []
+            else:
+                await gather_all(*calls(wave))
+                add_wave_edges(tree, wave, cfg)
+                top = settle_wave(tree, wave, cfg)
+        if pending:   # the last wave's values (after a value-one stop too: its calls were sent)
+            await gather_all(*calls(pending, proposals=False))
+            last = settle_wave(tree, pending, cfg)
+            top, pending = top or last, []
+        if top is not None:
+            tree.counters["stopped_by"] = "value_one"
+            result = SearchResult.of(tree, "path", top)
         else:
             tree.counters["stopped_by"] = stop
-        if result is None:
             result = SearchResult.of(tree, "single", decide(tree))
     finally:
+        await cancel([*wave, *pending])
         hooks.to_root()
         tree.counters["seconds"] = round(clock() - t0, 6)
     return result

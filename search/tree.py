@@ -137,6 +137,7 @@ class Tree:
     eval_order: list[int] = field(default_factory=list)
     traversals: list[list[int]] = field(default_factory=list)
     wave_size: int | None = None           # k; None: a tree from before waves
+    wave_pipeline: bool = False            # a wave's values backed up after the next's selection
     traversal_waves: list[int] = field(default_factory=list)
     wave: int = 0                          # the wave in progress; new nodes are stamped with it
     decision_kind: str | None = None       # "single" | "path"
@@ -175,10 +176,10 @@ class Tree:
         parent.edges.append(edge)
         return edge
 
-    def add_traversal(self, path: list[Edge]) -> None:
-        """Record one simulation's path, in the wave in progress."""
+    def add_traversal(self, path: list[Edge], wave: int | None = None) -> None:
+        """Record one simulation's path, selected in ``wave`` (default: the wave in progress)."""
         self.traversals.append([e.edge_id for e in path])
-        self.traversal_waves.append(self.wave)
+        self.traversal_waves.append(self.wave if wave is None else wave)
 
     def edge(self, edge_id: int) -> Edge:
         return self.edges[edge_id]
@@ -223,8 +224,9 @@ def tree_to_dict(tree: Tree) -> dict[str, Any]:
         "expansion_order": list(tree.expansion_order),
         "eval_order": list(tree.eval_order),
         "traversals": [list(t) for t in tree.traversals],
-        "waves": None if tree.wave_size is None else {"size": tree.wave_size,
-                                                      "traversals": list(tree.traversal_waves)},
+        "waves": None if tree.wave_size is None else {
+            "size": tree.wave_size, "traversals": list(tree.traversal_waves),
+            **({"pipeline": True} if tree.wave_pipeline else {})},
         "decision": {"kind": tree.decision_kind, "edges": list(tree.decision_edges)},
         "counters": dict(tree.counters),
         "meta": tree.meta,
@@ -274,6 +276,7 @@ def tree_from_dict(data: dict[str, Any], where: str = "tree") -> Tree:
         waves = data.get("waves")
         if waves is not None:
             tree.wave_size = int(waves["size"])
+            tree.wave_pipeline = bool(waves.get("pipeline", False))
             tree.traversal_waves = [int(x) for x in waves["traversals"]]
             if len(tree.traversal_waves) != len(tree.traversals):
                 raise TreeFormatError(f"{where}: waves.traversals has "

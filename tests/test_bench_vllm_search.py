@@ -38,5 +38,36 @@ def test_sequences_in_flight_and_idle_time(bench):
     assert abs(idle - 1.0) < 1e-9
 
 
-def test_variants_read_the_presets_wave_size(bench):
-    assert bench.parse_variants("1:1,d:1,d:16", 4) == [(1, 1), (4, 1), (4, 16)]
+def test_variants_read_the_presets_waves(bench):
+    assert bench.parse_variants("1:1,d:1,d:16", "4") == [("1", 1), ("4", 1), ("4", 16)]
+    assert bench.parse_variants("4p:1,d:16", "4p") == [("4p", 1), ("4p", 16)]
+    with pytest.raises(ValueError):
+        bench.parse_variants("x:1", "4")
+
+
+def test_the_formatted_models_data_do_not_depend_on_call_order(bench, monkeypatch, tmp_path):
+    # the fake's answers are drawn from each request, and the rows put in a seeded order, so
+    # the search may reach the fake in any order
+    from clew.agents.lm.base import ChatRequest, Sampling
+
+    seen = {}
+
+    def fake_train(cfg):
+        seen.setdefault("rows", []).append(Path(cfg.data).read_text())
+
+    async def fake_search(lm, args, wave, episodes):
+        reqs = [ChatRequest([{"role": "user", "content": f"prompt {i}"}],
+                            Sampling(choices=["up", "down"])) for i in range(6)]
+        for r in (reqs if seen.get("reverse") is None else reqs[::-1]):
+            await lm.generate([r])
+
+    from clew.training import sft
+    monkeypatch.setattr(sft, "train", fake_train)
+    monkeypatch.setattr(bench, "search_run", fake_search)
+    monkeypatch.setattr("clew.agents.lm.tiny.build_tiny_model", lambda dst, corpus=None: dst)
+    args = SimpleNamespace(seed=0, format_rows=2000, format_steps=1)
+    for reverse in (None, True):
+        seen["reverse"] = reverse
+        bench.formatted_model(tmp_path / "formatted", args, "4")
+    assert len(seen["rows"]) == 2 and seen["rows"][0] == seen["rows"][1]
+    assert seen["rows"][0].count("\n") == 6

@@ -67,16 +67,17 @@ def plan(cfg, hooks):
     return asyncio.run(MCTS(cfg).plan(hooks, "root obs")).tree
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.integers(0, 10_000), st.integers(1, 30), st.sampled_from([2, 3, 4, 8]),
-       st.sampled_from([0, 1, 3]), st.sampled_from([None, 0.0]))
-def test_wave_invariants(seed, sims, k, visits, vvalue):
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 30), st.sampled_from([1, 2, 3, 4, 8]),
+       st.sampled_from([0, 1, 3]), st.sampled_from([None, 0.0]), st.booleans())
+def test_wave_invariants(seed, sims, k, visits, vvalue, pipeline):
     cfg = MCTSConfig(branching_factor=3, n_simulations=sims, max_depth_actions=4, wave_size=k,
-                     virtual_loss=visits, virtual_value=vvalue)
+                     virtual_loss=visits, virtual_value=vvalue, wave_pipeline=pipeline)
     tree = plan(cfg, RandomHooks(seed))
     d = tree_to_dict(tree)
     waves = d["waves"]["traversals"]
     assert d["waves"]["size"] == k and len(waves) == len(d["traversals"]) == sims
+    assert d["waves"].get("pipeline", False) is pipeline
     assert waves == sorted(waves) and waves[0] == 1
     sizes = [waves.count(w) for w in set(waves)]
     assert max(sizes) <= k and sum(sizes) == sims
@@ -201,15 +202,19 @@ def test_a_failing_call_cancels_the_rest_of_the_wave():
     assert hooks.flight.now == 0                # nothing left running after the search
 
 
-def test_budgets_cap_the_wave():
-    tree = plan(MCTSConfig(branching_factor=4, n_simulations=6, wave_size=4), RandomHooks(2))
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_budgets_cap_the_wave(pipeline):
+    # pipelined, the simulations and value calls of the wave still out count as spent
+    tree = plan(MCTSConfig(branching_factor=4, n_simulations=6, wave_size=4,
+                           wave_pipeline=pipeline), RandomHooks(2))
     assert tree.traversal_waves == [1, 1, 1, 1, 2, 2]
     tree = plan(MCTSConfig(branching_factor=4, n_simulations=20, wave_size=4,
-                           max_value_calls=3), RandomHooks(2))
+                           max_value_calls=3, wave_pipeline=pipeline), RandomHooks(2))
     assert tree.counters["value_calls"] == 3 and tree.counters["stopped_by"] == "value_calls"
 
 
-def test_value_one_in_a_wave_commits_the_first_such_path():
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_value_one_in_a_wave_commits_the_first_such_path(pipeline):
     hooks = RandomHooks(4)
     orig = hooks.evaluate
 
@@ -217,11 +222,13 @@ def test_value_one_in_a_wave_commits_the_first_such_path():
         ev = await orig(node)
         return Evaluation(1.0 if node.node_id in (2, 3) else min(ev.value, 0.5), ev.record)
     hooks.evaluate = top
-    res = asyncio.run(MCTS(MCTSConfig(branching_factor=4, n_simulations=20, wave_size=4))
-                      .plan(hooks, "root obs"))
+    res = asyncio.run(MCTS(MCTSConfig(branching_factor=4, n_simulations=20, wave_size=4,
+                                      wave_pipeline=pipeline)).plan(hooks, "root obs"))
     tree = res.tree
     assert res.kind == "path" and tree.counters["stopped_by"] == "value_one"
-    assert tree.counters["simulations"] == 4             # the whole wave was backed up
+    # the whole wave was backed up; pipelined, wave 1's top is known once wave 2 was sent, and
+    # wave 2 is finished and kept too
+    assert tree.counters["simulations"] == (8 if pipeline else 4)
     assert res.decision[-1].child.node_id == 2           # the first in selection order
 
 
@@ -235,6 +242,77 @@ def test_cached_snapshots_match_reexecution_in_waves():
             t["counters"].pop("seconds")
             t["meta"] = {}
         assert a == b
+
+
+class PendingHooks(SlowRandomHooks):
+    """SlowRandomHooks whose evaluations take ``eval_latency`` (varying by node when a list),
+    noting for each expansion whether the value of the node's parent (not the root) was out."""
+
+    def __init__(self, seed, latency=0.0, eval_latency=0.0):
+        super().__init__(seed, latency)
+        self.eval_latency, self.below_pending = eval_latency, []
+        self.evaluating: set[int] = set()
+        self.overlapped: list[bool] = []  # per expansion: another node's evaluation was out
+
+    async def expand(self, node):
+        self.overlapped.append(bool(self.evaluating - {node.node_id}))
+        parent = node.parent
+        self.below_pending.append(parent is not None and parent.parent is not None
+                                  and parent.value is None)
+        return await super().expand(node)
+
+    async def evaluate(self, node):
+        lat = self.eval_latency
+        self.evaluating.add(node.node_id)
+        try:
+            await asyncio.sleep(lat[node.node_id % len(lat)] if isinstance(lat, list) else lat)
+            return await super().evaluate(node)
+        finally:
+            self.evaluating.discard(node.node_id)
+
+
+def test_a_pipelined_wave_goes_below_leaves_whose_values_are_out():
+    # waves: every node is evaluated before a later wave expands it; pipelined: the next wave
+    # is selected once the expansions are back, so it expands some nodes still being evaluated
+    for pipeline, expect in ((False, False), (True, True)):
+        hooks = PendingHooks(7)
+        plan(MCTSConfig(branching_factor=3, n_simulations=16, wave_size=4,
+                        wave_pipeline=pipeline), hooks)
+        assert any(hooks.below_pending) is expect
+
+
+def test_pipelined_trees_do_not_depend_on_timing():
+    # the order of application is fixed (this wave's edges, then the last wave's values), so
+    # slow, uneven evaluations give the tree instant ones give
+    cfg = MCTSConfig(branching_factor=3, n_simulations=14, wave_size=3, wave_pipeline=True)
+    strip = lambda t: {**tree_to_dict(t), "counters": None}
+    for seed in range(3):
+        slow = PendingHooks(seed, latency=0.001, eval_latency=[0.004, 0.0, 0.002])
+        assert strip(plan(cfg, slow)) == strip(plan(cfg, RandomHooks(seed)))
+        assert slow.flight.now == 0
+    # k = 1 pipelined: the next leaf's expansion overlaps the last leaf's evaluation; k = 1
+    # alone: never (and no forks: the shared simulator is not moved while calls are out)
+    for pipeline in (False, True):
+        hooks = PendingHooks(1, latency=0.001, eval_latency=0.004)
+        tree = plan(MCTSConfig(branching_factor=3, n_simulations=8, wave_pipeline=pipeline),
+                    hooks)
+        assert any(hooks.overlapped) is pipeline
+        assert hooks.flight.forks == (len(tree.eval_order) if pipeline else 0)
+        assert tree.traversal_waves == list(range(1, 9))
+
+
+def test_a_failing_call_cancels_the_pipelined_waves_too():
+    class Failing(PendingHooks):
+        async def evaluate(self, node):
+            if node.node_id == 6:
+                raise RuntimeError("judge down")
+            return await super().evaluate(node)
+
+    hooks = Failing(5, latency=0.001, eval_latency=0.02)
+    with pytest.raises(RuntimeError, match="judge down"):
+        plan(MCTSConfig(branching_factor=4, n_simulations=16, wave_size=4,
+                        wave_pipeline=True), hooks)
+    assert hooks.flight.now == 0
 
 
 def test_old_trees_without_waves_still_load():

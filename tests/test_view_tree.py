@@ -70,7 +70,8 @@ def test_tolerates_missing_optional_fields_and_keeps_unknown_ones():
     sched = replay_schedule(tree)
     # no traversals: one expansion per step; children appear when the parent is expanded
     assert sched == {"mode": "expansions", "steps": 2, "node_step": [0, 0, 2],
-                     "expand_step": [0, 2, None], "waves": None, "wave_size": None}
+                     "expand_step": [0, 2, None], "waves": None, "wave_size": None,
+                     "wave_pipeline": False}
     assert "obs 2" in render(tree)
 
 
