@@ -336,7 +336,7 @@ async def search_run(lm: RecordingLM, args, wave: str, episodes: int) -> dict:
         return ending_after(build_agent(
             args.agent, model=lm, seed=args.seed,
             search={"n_simulations": args.simulations, "branching_factor": args.branching,
-                    "wave_size": int(wave.rstrip("p")), "wave_pipeline": wave.endswith("p")},
+                    **wave_options(wave)},
             policy={"n_samples_min": args.samples, "max_tokens": args.max_tokens,
                     "constrain": args.constrain},
             value={"constrain": args.constrain, **value}, **extra), args.steps)
@@ -394,6 +394,11 @@ def in_flight(log: list[EngineRequest]) -> tuple[float, float]:
     return seq_seconds / max(last - events[0][0], 1e-9), idle
 
 
+def wave_options(k: str) -> dict:
+    """``search`` options of a variant's waves: ``K`` or ``Kp`` (K pipelined)."""
+    return {"wave_size": int(k.rstrip("p")), "wave_pipeline": k.endswith("p")}
+
+
 def parse_variants(text: str, default_k: str) -> list[tuple[str, int]]:
     """``K:E,...`` (waves : concurrent episodes): K is a wave size, ``Kp`` a wave size with
     ``wave_pipeline``, ``d`` the preset's own."""
@@ -401,7 +406,7 @@ def parse_variants(text: str, default_k: str) -> list[tuple[str, int]]:
     for item in text.split(","):
         k, _, e = item.partition(":")
         k = default_k if k == "d" else k
-        int(k.rstrip("p"))      # a wave size, or a clear ValueError
+        wave_options(k)         # a wave size, or a clear ValueError
         out.append((k, int(e)))
     return out
 
@@ -534,7 +539,7 @@ def main() -> None:
         roles = dict(collections.Counter(request.role for request in log))
         rate = r["hits"] / r["queries"] if r["queries"] else None
         out["variants"].setdefault(f"k{r['k']}_x{r['episodes']}", []).append({
-            "wave_size": int(r["k"].rstrip("p")), "wave_pipeline": r["k"].endswith("p"),
+            **wave_options(r["k"]),
             "episodes": r["episodes"], "requests": len(log),
             "engine_requests": len(engine_log),
             # the backend's second requests, finishing samples cut before their answer

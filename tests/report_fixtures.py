@@ -97,7 +97,7 @@ class RandomHooks:
         return copy.copy(self)
 
 
-def mcts_tree(seed: int, sims: int, wave_size: int = 1) -> dict:
+def mcts_tree(seed: int, sims: int, wave_size: int = 1, pipeline: bool = False) -> dict:
     cfg = MCTSConfig(branching_factor=3, n_simulations=sims, max_depth_actions=4,
-                     wave_size=wave_size)
+                     wave_size=wave_size, wave_pipeline=pipeline)
     return tree_to_dict(asyncio.run(MCTS(cfg).plan(RandomHooks(seed), "root obs")).tree)

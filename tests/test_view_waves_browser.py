@@ -19,6 +19,7 @@ WAVES = mcts_tree(7, 12, wave_size=4)
 W = WAVES["waves"]["traversals"]      # b = 3: the first wave holds the root's 3 edges only
 ENDS = [j + 1 for j in range(len(W)) if j + 1 == len(W) or W[j + 1] != W[j]]
 SEQUENTIAL = mcts_tree(7, 6)
+PIPELINED = mcts_tree(7, 12, wave_size=4, pipeline=True)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -26,7 +27,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 def test_replay_schedule_carries_the_waves():
     sched = replay_schedule(normalise(WAVES))
     assert W == [1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4]
-    assert sched["wave_size"] == 4 and sched["waves"] == W
+    assert sched["wave_size"] == 4 and sched["waves"] == W and sched["wave_pipeline"] is False
+    assert replay_schedule(normalise(PIPELINED))["wave_pipeline"] is True
     old = dict(WAVES, waves=None)
     assert replay_schedule(normalise(old))["waves"] is None
 
@@ -56,6 +58,10 @@ def test_viewer_replays_waves(page, tmp_path):
     page.goto(write_view(path).as_uri())
     assert page.errors == []
     assert "waves: 4 (k = 4)" in page.locator("#meta").inner_text()
+    save_tree(tmp_path / "1.json.gz", PIPELINED)
+    page.goto(write_view(tmp_path / "1.json.gz").as_uri())
+    assert "(k = 4, pipelined)" in page.locator("#meta").inner_text()
+    page.goto(write_view(path).as_uri())
     assert page.locator("#by-wave-box").is_visible()
     page.click("#expand-all")
     # every node made by a wave carries its wave
