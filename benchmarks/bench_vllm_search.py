@@ -47,6 +47,9 @@ Figures:
   same offline batch on an engine that runs at most ``sequences_in_flight`` sequences at once
   (``max_num_seqs``). At 1 or above, the framework loses nothing at the parallelism the tree
   offers, and the rest of the gap to the full batch is that parallelism.
+* ``capped_curve`` (with ``--caps``): the first single-episode run's batch on engines capped at
+  each number of sequences, over the same batch uncapped (medians of ``--repeats`` replays): how
+  much parallelism this engine needs to approach its full batch, whatever the search.
 * ``cross_request_hit_rate``: the stricter figure, each request's prompt counted once: the
   logged requests are replayed one at a time in arrival order, ``n=1`` and one output token, on the
   offline engine with its prefix cache reset, summing ``RequestOutput.num_cached_tokens``. It
@@ -117,6 +120,7 @@ import contextlib
 import dataclasses
 import json
 import shutil
+import statistics
 import tempfile
 import time
 import zlib
@@ -365,6 +369,17 @@ def replay_batch(llm, requests: list[EngineRequest]) -> tuple[float, int, list[i
     return seconds, sum(per), per
 
 
+def median_rate(llm, requests: list[EngineRequest], repeats: int) -> float:
+    """Median generated tokens per second of ``repeats`` replays of one batch, each from an
+    empty prefix cache (a single replay on this CPU varies by about a tenth)."""
+    rates = []
+    for _ in range(max(1, repeats)):
+        llm.reset_prefix_cache()
+        seconds, tokens, _ = replay_batch(llm, requests)
+        rates.append(tokens / seconds)
+    return statistics.median(rates)
+
+
 def cross_request_hits(llm, prompts) -> tuple[int, int]:
     """(cached, total) prompt tokens when each prompt is prefilled once, in arrival order."""
     from vllm import SamplingParams
@@ -409,6 +424,14 @@ def parse_variants(text: str, default_k: str) -> list[tuple[str, int]]:
         wave_options(k)         # a wave size, or a clear ValueError
         out.append((k, int(e)))
     return out
+
+
+def parse_caps(text: str) -> list[int]:
+    """``--caps``: positive sequence caps, comma-separated."""
+    caps = [int(c) for c in text.split(",") if c.strip()]
+    if any(c < 1 for c in caps):
+        raise argparse.ArgumentTypeError(f"caps must be positive integers, got {text!r}")
+    return caps
 
 
 def preset_option(agent: str, section: str, key: str | None, default):
@@ -462,6 +485,10 @@ def main() -> None:
                     help="training rows of the formatted model")
     ap.add_argument("--format-steps", type=int, default=300,
                     help="training steps of the formatted model")
+    ap.add_argument("--caps", type=parse_caps, default=[],
+                    help="also replay the first single-episode run's batch on engines capped at "
+                         "each of these max_num_seqs (comma-separated), --repeats times each: how "
+                         "many sequences in flight this engine needs to approach its full batch")
     args = ap.parse_args()
     variants = parse_variants(args.variants, default_k)
 
@@ -507,6 +534,9 @@ def main() -> None:
             r["batch_s"], r["batch_tokens"], r["per"] = replay_batch(llm, r["engine"])
             r["cached"], r["total"] = cross_request_hits(llm, [e.ids for e in r["engine"]])
         block_size = llm.llm_engine.vllm_config.cache_config.block_size
+        probe = next((r for r in runs if r["episodes"] == 1), None) if args.caps else None
+        if probe:   # the uncapped reference of the curve, repeated as each of its points
+            full_tps = median_rate(llm, probe["engine"], args.repeats)
         del llm
         # the same batch on an engine that runs at most as many sequences at once as the search
         # kept in flight (single episodes): the part of the gap the framework could close
@@ -519,6 +549,14 @@ def main() -> None:
                 llm.reset_prefix_cache()
                 seconds, tokens, _ = replay_batch(llm, r["engine"])
                 r["capped"] = {"cap": cap, "tokens_per_s": tokens / seconds}
+            del llm
+        curve = []
+        for cap in args.caps if probe else []:
+            llm = LLM(**{**backend.engine_args, "max_num_seqs": cap})
+            replay_batch(llm, first["engine"][:4])  # warm-up
+            tps = median_rate(llm, probe["engine"], args.repeats)
+            curve.append({"max_sequences": cap, "tokens_per_s": round(tps, 1),
+                          "of_full_batch": round(tps / full_tps, 3)})
             del llm
 
     out = {"benchmark": BENCHMARK,
@@ -566,6 +604,9 @@ def main() -> None:
         median = sorted(reps, key=lambda x: x["throughput_ratio"])[(len(reps) - 1) // 2]
         out["variants"][name] = {**median, "throughput_ratios": ratios} \
             if len(reps) > 1 else median
+    if curve:   # one single-episode batch at each cap, over the same batch uncapped
+        out["capped_curve"] = {"variant": f"k{probe['k']}_x1", "repeats": args.repeats,
+                               "full_batch_tokens_per_s": round(full_tps, 1), "points": curve}
     v = out["variants"]
     single, many = v.get(f"k{default_k}_x1"), v.get(f"k{default_k}_x16")
     out["targets"] = {"single_episode_ratio": 0.8, "sixteen_episodes_ratio": 0.9}

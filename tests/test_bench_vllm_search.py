@@ -71,3 +71,9 @@ def test_the_formatted_models_data_do_not_depend_on_call_order(bench, monkeypatc
         bench.formatted_model(tmp_path / "formatted", args, "4")
     assert len(seen["rows"]) == 2 and seen["rows"][0] == seen["rows"][1]
     assert seen["rows"][0].count("\n") == 6
+
+
+def test_caps_are_positive_sequence_counts(bench):
+    assert bench.parse_caps("16,48, 128") == [16, 48, 128]
+    with pytest.raises(bench.argparse.ArgumentTypeError, match="positive"):
+        bench.parse_caps("16,0")
