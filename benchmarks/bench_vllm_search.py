@@ -538,22 +538,26 @@ def main() -> None:
         if probe:   # the uncapped reference of the curve, repeated as each of its points
             full_tps = median_rate(llm, probe["engine"], args.repeats)
         del llm
+
+        def capped_llm(cap: int):
+            """An offline engine with the backend's settings running at most ``cap`` sequences
+            at once, warmed up."""
+            llm = LLM(**{**backend.engine_args, "max_num_seqs": cap})
+            replay_batch(llm, first["engine"][:4])
+            return llm
+
         # the same batch on an engine that runs at most as many sequences at once as the search
         # kept in flight (single episodes): the part of the gap the framework could close
         for k in sorted({r["k"] for r in runs if r["episodes"] == 1}):
             same_k = [r for r in runs if r["k"] == k and r["episodes"] == 1]
             cap = max(1, round(same_k[0]["in_flight"][0]))
-            llm = LLM(**{**backend.engine_args, "max_num_seqs": cap})
-            replay_batch(llm, first["engine"][:4])  # warm-up
+            llm = capped_llm(cap)
             for r in same_k:
-                llm.reset_prefix_cache()
-                seconds, tokens, _ = replay_batch(llm, r["engine"])
-                r["capped"] = {"cap": cap, "tokens_per_s": tokens / seconds}
+                r["capped"] = {"cap": cap, "tokens_per_s": median_rate(llm, r["engine"], 1)}
             del llm
         curve = []
         for cap in args.caps if probe else []:
-            llm = LLM(**{**backend.engine_args, "max_num_seqs": cap})
-            replay_batch(llm, first["engine"][:4])  # warm-up
+            llm = capped_llm(cap)
             tps = median_rate(llm, probe["engine"], args.repeats)
             curve.append({"max_sequences": cap, "tokens_per_s": round(tps, 1),
                           "of_full_batch": round(tps / full_tps, 3)})

@@ -352,11 +352,12 @@ async def search(hooks: SearchHooks, root_obs: str | None, cfg: MCTSConfig, *,
     pending: list[Selected] = []      # wave_pipeline: the last wave, its values still out
     top: list[Edge] | None = None
     try:
-        while top is None and (stop := budget_spent(
-                cfg, committed(tree.counters, pending), clock() - t0)) is None:
+        while top is None:
+            spent = committed(tree.counters, pending)
+            if (stop := budget_spent(cfg, spent, clock() - t0)) is not None:
+                break
             tree.wave += 1
-            wave = select_wave(tree, hooks, cfg, select_edge,
-                               wave_width(cfg, committed(tree.counters, pending)), pending)
+            wave = select_wave(tree, hooks, cfg, select_edge, wave_width(cfg, spent), pending)
             start_calls(tree, wave, cfg)
             if cfg.wave_pipeline:
                 # the next wave needs this wave's edges and the last wave's values only
