@@ -38,6 +38,7 @@ import importlib.util
 import json
 import random
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -83,8 +84,11 @@ class TrainConfig(BaseModel):
         "keep_end", description="keep_end keeps the target turn of a long prefix sample")
     epochs: float = Field(3.0, gt=0)
     max_steps: int = Field(-1, description="overrides epochs when > 0")
-    batch_size: int = Field(1, ge=1, description="per device")
-    grad_accum: int = Field(8, ge=1)
+    batch_size: int = Field(
+        1, ge=1, description="samples per micro-batch per device, on average: a step's "
+                             "batch_size x grad_accum samples are cut into grad_accum micro-batches "
+                             "of about equal tokens")
+    grad_accum: int = Field(8, ge=1, description="micro-batches per optimizer step")
     learning_rate: float = Field(2e-4, gt=0)
     lr_scheduler: str = "cosine"
     warmup_steps: int = Field(0, ge=0)
@@ -133,6 +137,11 @@ class TrainConfig(BaseModel):
         if self.batch_by_env and self.packing:
             raise ValueError("batch_by_env: packing joins samples into one sequence, so a batch "
                              "has no single env; use one or the other")
+        if self.packing and self.truncation_mode == "keep_end" and self.max_length:
+            raise ValueError("packing: TRL's packing cuts a sample longer than max_length at its "
+                             "end, which would drop the answer of a long sample; set "
+                             "truncation_mode=keep_start with a max_length above the longest "
+                             "sample, or leave packing off (micro-batches are balanced by tokens)")
         return self
 
 
@@ -282,12 +291,22 @@ def trl_config(config_cls: type, section: str, given: dict[str, Any], args: dict
 
 
 def sft_config(cfg: TrainConfig):
-    """TRL ``SFTConfig`` from our config, then the ``sft`` section as given."""
+    """TRL ``SFTConfig`` from our config, then the ``sft`` section as given.
+
+    Micro-batches are balanced by tokens unless the ``sft`` section names another
+    ``train_sampling_strategy`` (or ``batch_by_env`` brings its own sampler): transformers'
+    ``batch_rebalance`` draws each optimizer step's ``batch_size x grad_accum`` samples at random,
+    as the default sampler does, then sorts them by length and cuts them into ``grad_accum``
+    micro-batches of about equal cost. A step trains on the same random samples, with the loss
+    averaged over the step's tokens, and hardly any padding (docs/scale-out.md#training-throughput).
+    """
     from trl import SFTConfig
 
     args = {_checkpointing_field(SFTConfig): cfg.gradient_checkpointing, **trainer_args(cfg),
             "assistant_only_loss": cfg.assistant_only_loss, "completion_only_loss": True,
             "packing": cfg.packing}
+    if "train_sampling_strategy" not in cfg.sft and not cfg.batch_by_env:
+        args["train_sampling_strategy"] = "batch_rebalance"
     return trl_config(SFTConfig, "sft", cfg.sft, args)
 
 
@@ -337,19 +356,27 @@ class EnvBatches:
         return sum(-(-len(m) // self.batch_size) * self.batch_size for m in self.members.values())
 
 
-def env_batched(trainer_cls: type) -> type:
-    """``trainer_cls`` drawing its training batches from :class:`EnvBatches` over the prepared
-    dataset's ``env`` column (read once, before the Trainer drops columns the model lacks)."""
+def sampled(trainer_cls: type, by_env: bool) -> type:
+    """``trainer_cls`` whose training batches come from :class:`EnvBatches` over the prepared
+    dataset's ``env`` column (``by_env``; read once, before the Trainer drops columns the model
+    lacks), or from its own sampler seeded with the run's seed: transformers' token-balanced
+    sampler draws its steps with a fixed seed of its own, so runs with other seeds would see the
+    same order."""
 
-    class EnvBatchedTrainer(trainer_cls):
+    class SampledTrainer(trainer_cls):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self.batch_envs = list(self.train_dataset["env"])
+            self.batch_envs = list(self.train_dataset["env"]) if by_env else None
 
         def _get_train_sampler(self, train_dataset=None):
-            return EnvBatches(self.batch_envs, self._train_batch_size, self.args.seed)
+            if self.batch_envs is not None:
+                return EnvBatches(self.batch_envs, self._train_batch_size, self.args.seed)
+            sampler = super()._get_train_sampler(train_dataset)
+            if self.args.train_sampling_strategy == "batch_rebalance":
+                sampler.seed = self.args.data_seed
+            return sampler
 
-    return EnvBatchedTrainer
+    return SampledTrainer
 
 
 # --- training -----------------------------------------------------------------------------------
@@ -368,30 +395,67 @@ def build_trainer(cfg: TrainConfig):
     args = sft_config(cfg)
     dataset, empty = prepare_dataset(cfg)
     tokenizer = AutoTokenizer.from_pretrained(base)
-    trainer_cls = env_batched(SFTTrainer) if cfg.batch_by_env else SFTTrainer
-    trainer = trainer_cls(model=base, args=args, train_dataset=dataset,
-                         processing_class=tokenizer, peft_config=peft_config(cfg))
+    trainer = sampled(SFTTrainer, cfg.batch_by_env)(
+        model=base, args=args, train_dataset=dataset, processing_class=tokenizer,
+        peft_config=peft_config(cfg))
     return trainer, tokenizer, base, empty
 
 
-def train(cfg: TrainConfig) -> TrainResult:
-    """Fine-tune ``cfg.model`` on ``cfg.data``; save the adapter or model (and merge)."""
+@contextmanager
+def train_threads(cfg: TrainConfig):
+    """torch's threads set to ``cpu_threads`` while training on the CPU, restored after."""
     import torch
 
     threads = torch.get_num_threads()
     if cfg.cpu_threads and (cfg.device == "cpu" or not torch.cuda.is_available()):
         torch.set_num_threads(cfg.cpu_threads)
     try:
-        return _train(cfg)
+        yield
     finally:
         torch.set_num_threads(threads)
+
+
+def train(cfg: TrainConfig) -> TrainResult:
+    """Fine-tune ``cfg.model`` on ``cfg.data``; save the adapter or model (and merge)."""
+    with train_threads(cfg):
+        return _train(cfg)
+
+
+@contextmanager
+def labelled_positions_only(device):
+    """On the CPU, TRL's fused LM head scores only the positions that carry a label.
+
+    TRL (``trl.trainer.utils``) scores only those on GPUs and every position elsewhere, so that a
+    compiled device (Neuron) sees one tile shape; the loss, its gradient and the logged metrics are
+    the same either way. An eager CPU compiles nothing, and in a chat sample the label is the
+    answer, a small part of it: scoring the prompt too took half of a step of the tiny model on
+    TextMiniGrid samples (docs/scale-out.md#training-throughput). A TRL without that switch keeps
+    its own path.
+    """
+    import trl.trainer.utils as trl_utils
+
+    decide = getattr(trl_utils, "_use_triton", None)
+    if device.type != "cpu" or decide is None:
+        yield
+        return
+    trl_utils._use_triton = lambda dev: dev.type == "cpu" or decide(dev)
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = decide
+
+
+def run_trainer(trainer, resume_from_checkpoint: str | bool | None = None):
+    """``trainer.train()`` with the CPU's labelled-positions LM head."""
+    with labelled_positions_only(trainer.args.device):
+        return trainer.train(resume_from_checkpoint=resume_from_checkpoint)
 
 
 def _train(cfg: TrainConfig) -> TrainResult:
     trainer, tokenizer, base, empty = build_trainer(cfg)
     dataset = trainer.train_dataset
     start = time.perf_counter()
-    out = trainer.train(resume_from_checkpoint=cfg.resume_from_checkpoint)
+    out = run_trainer(trainer, cfg.resume_from_checkpoint)
     seconds = time.perf_counter() - start
     trainer.save_model(cfg.output_dir)
     losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
