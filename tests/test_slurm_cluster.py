@@ -1,5 +1,6 @@
 """`scripts/slurm/search_array.sbatch` on a real scheduler: the local one-node SLURM cluster
-(docs/scale-out.md#a-local-slurm-cluster), driven with sbatch, squeue, scancel and sacct.
+(docs/scale-out.md#cpu-partitions-and-a-local-slurm-cluster), driven with sbatch, squeue, scancel
+and sacct.
 
 The cluster is started once for this module and stopped at its end; without SLURM (and no root to
 install it) the tests skip with the reason. Finished jobs are read with `sacct --completion` (the

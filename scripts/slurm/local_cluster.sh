@@ -1,8 +1,9 @@
 #!/bin/bash
 # A one-node SLURM cluster on this machine, for tests and for trying the SLURM scripts
-# (docs/scale-out.md#a-local-slurm-cluster). Debian's slurm-wlm (22.05) and munge: a controller
-# (slurmctld) and one compute daemon (slurmd) on localhost, CPU only, with job completion records
-# in a text file so that `sacct --completion` reports finished jobs without a database.
+# (docs/scale-out.md#cpu-partitions-and-a-local-slurm-cluster). Debian's slurm-wlm (22.05) and
+# munge: a controller (slurmctld) and one compute daemon (slurmd) on localhost, CPU only, with job
+# completion records in a text file so that `sacct --completion` reports finished jobs without a
+# database.
 #
 #   scripts/slurm/local_cluster.sh install      # apt-get install slurm-wlm munge (root), if missing
 #   scripts/slurm/local_cluster.sh start DIR    # write DIR/slurm.conf, start the daemons, wait
@@ -11,13 +12,14 @@
 #
 # Everything the cluster writes (configuration, munge key and socket, controller state, logs)
 # stays in DIR; the ports are free ones chosen at start, so two clusters can run side by side.
-# The daemons run as root (SLURM refuses to run jobs as another user than the submitter's, and
-# one local user is all a test needs). CPUS (default 8) is the node's CPU count as declared to
-# SLURM: more than the machine has is allowed (config_overrides), so small jobs run side by side.
+# The daemons run as root, as on a real cluster (slurmd starts each job as the user who
+# submitted it). CPUS (default 8) is the node's CPU count as declared to SLURM: more than the
+# machine has is allowed (config_overrides), so small jobs run side by side.
 
 set -euo pipefail
 
 PACKAGES=(slurm-wlm munge)
+PATH=$PATH:/usr/sbin:/sbin          # the daemons, off the PATH of users other than root
 NODE=clew-local
 
 die() { echo "error: $*" >&2; exit 1; }
