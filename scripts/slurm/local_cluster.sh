@@ -111,7 +111,8 @@ start() {
     head -c 1024 /dev/urandom >"$dir/munge/munge.key"
     chmod 400 "$dir/munge/munge.key"
   fi
-  # --force: munged refuses a key and socket in a folder below /tmp (world-writable) otherwise
+  # --force: munged refuses a socket that not every user can reach, as in a private temp
+  # folder (pytest's); only this cluster's daemons and root's commands use it
   munged --force --socket="$dir/munge/munge.socket" --key-file="$dir/munge/munge.key" \
     --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" \
     --seed-file="$dir/munge/munged.seed" ||
@@ -136,18 +137,24 @@ start() {
     "export SLURM_CONF=$SLURM_CONF"
 }
 
-stop_daemon() {
-  local pidfile=$1 pid i
-  [[ -e "$pidfile" ]] || return 0
-  pid=$(cat "$pidfile")
-  if kill "$pid" 2>/dev/null; then
+# SIGTERM to the daemons of these pid files at once (each takes about 2 s to stop), then wait;
+# SIGKILL for one still there after 10 s
+stop_daemons() {
+  local pidfile pids=() pid i
+  for pidfile in "$@"; do
+    [[ -e "$pidfile" ]] || continue
+    pid=$(cat "$pidfile")
+    kill "$pid" 2>/dev/null && pids+=("$pid")
+    rm -f "$pidfile"
+  done
+  for pid in "${pids[@]}"; do
     for ((i = 0; i < 100; i++)); do
       kill -0 "$pid" 2>/dev/null || break
       sleep 0.1
     done
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-  fi
-  rm -f "$pidfile"
+  done
+  return 0
 }
 
 stop() {
@@ -167,9 +174,8 @@ stop() {
       done
     fi
   fi
-  stop_daemon "$dir/run/slurmd-$NODE.pid"
-  stop_daemon "$dir/run/slurmctld.pid"
-  stop_daemon "$dir/run/munged.pid"
+  stop_daemons "$dir/run/slurmd-$NODE.pid" "$dir/run/slurmctld.pid"
+  stop_daemons "$dir/run/munged.pid"            # last: the others authenticate with it
   echo "cluster in $dir stopped"
 }
 
