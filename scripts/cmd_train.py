@@ -46,10 +46,17 @@ def run(args: argparse.Namespace) -> int:
                             base=args.model.removeprefix("hf:") if args.model else None)
         print(f"merged model written to {out}")
         return 0
+    from accelerate import PartialState
     from clew.training.sft import train
 
     cfg = config(args)
     result = train(cfg)
+    # under `accelerate launch` every process gets here; the first one wrote the output and
+    # speaks for all, and each leaves its process group before it exits
+    state = PartialState()
+    state.destroy_process_group()
+    if not state.is_main_process:
+        return 0
     m = result.metrics
     first = f"{result.losses[0]:.3f}" if result.losses else "?"
     last = f"{result.losses[-1]:.3f}" if result.losses else "?"

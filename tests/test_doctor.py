@@ -231,6 +231,40 @@ def test_slurm_stops_with_one_error_line(slurm, tiny_model_dir):
         proc.stderr
 
 
+def test_slurm_cpu_mode_runs_one_shard_with_the_spec_as_given(slurm, tmp_path):
+    """CPU=1: no GPU preflight or layout (no nvidia-smi answers here), one shard on the CPUs,
+    MODEL a whole model spec (the real scheduler runs it in tests/test_slurm_cluster.py)."""
+    proc, calls = slurm("garbage\n", smi_status=9, CPU="1", MODEL=f"hf:tiny:{tmp_path}/tiny")
+    assert proc.returncode == 0, proc.stderr
+    assert "shard 1/2 on the CPUs" in proc.stdout
+    [search] = [c for c in calls if " search " in c]
+    assert search.startswith("CVD=unset ") and search.endswith(f" --model hf:tiny:{tmp_path}/tiny")
+    assert "tensor_parallel_size" not in search
+
+
+def test_slurm_rerun_of_one_index_runs_that_shard(slurm):
+    """`sbatch --array=3` (SLURM: index 3, 1 task, min = max = 3) runs shard 3 of TASKS and,
+    being the first task of its array, queues the merge of all of them; without TASKS the task
+    stops with one error line instead of running shard 0 of 1."""
+    rerun = {"CPU": "1", "SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "1",
+             "SLURM_ARRAY_TASK_MIN": "3", "SLURM_ARRAY_TASK_MAX": "3"}
+    proc, calls = slurm("", **rerun)
+    assert proc.returncode == 2 and not calls
+    assert proc.stderr.strip() == ("error: TASKS: the array is not 0..N-1 (indexes 3 to 3, 1 "
+                                   "tasks): set TASKS to the size of the array whose indexes "
+                                   "this reruns")
+    proc, calls = slurm("", TASKS="8", **rerun)
+    assert proc.returncode == 0, proc.stderr
+    [search] = [c for c in calls if " search " in c]
+    assert "--shard 3/8 " in search and "shard-3-of-8 --resume" in search
+    [merge] = [c for c in calls if c.startswith("sbatch")]
+    assert "afterok:77 --kill-on-invalid-dep=yes" in merge
+    assert "shard-0-of-8" in merge and "shard-7-of-8" in merge
+    proc, calls = slurm("", TASKS="3", **rerun)
+    assert proc.returncode == 2 and not calls
+    assert proc.stderr.strip() == "error: TASKS: array index 3 is not below the array size 3"
+
+
 def test_model_shape_from_the_hub_cache_offline(tmp_path, monkeypatch):
     """A hub id is read from the local cache (where `hf download` put it), never downloaded."""
     import json

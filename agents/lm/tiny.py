@@ -12,6 +12,7 @@ class and changes token ids (docs/scale-out.md#vllms-cpu-build-what-the-tests-re
 
 from __future__ import annotations
 
+import fcntl
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -56,16 +57,29 @@ def build_tiny_model(path: str | Path, *, vocab_size: int = 2048, hidden_size: i
 
     ``corpus``: texts to train the tokenizer on instead of the built-in lines, e.g. the chats
     of a loop's first round (``clew loop``): on an env's own text the BPE merges its frequent
-    phrases, and a sample takes several times fewer tokens (docs/methods/loop.md)."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    phrases, and a sample takes several times fewer tokens (docs/methods/loop.md).
 
+    Processes that ask at once (``accelerate launch`` of ``clew train`` with ``tiny:PATH``)
+    take turns on a lock file in ``path``: one builds, the others find its finished build."""
     path = Path(path)
     marker = path / "clew_tiny.json"
     if marker.exists():
         return path
     path.mkdir(parents=True, exist_ok=True)
+    with open(path / ".clew_tiny.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)      # released when the file closes
+        if not marker.exists():
+            _build(path, marker, vocab_size=vocab_size, hidden_size=hidden_size,
+                   num_layers=num_layers, num_heads=num_heads, max_positions=max_positions,
+                   seed=seed, corpus=corpus)
+    return path
+
+
+def _build(path: Path, marker: Path, *, vocab_size: int, hidden_size: int, num_layers: int,
+           num_heads: int, max_positions: int, seed: int, corpus: Iterable[str] | None) -> None:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -102,4 +116,3 @@ def build_tiny_model(path: str | Path, *, vocab_size: int = 2048, hidden_size: i
                                   "layers": num_layers, "max_positions": max_positions,
                                   "seed": seed, "corpus": "given" if corpus is not None
                                   else "built-in"}))
-    return path
