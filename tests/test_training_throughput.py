@@ -166,3 +166,26 @@ def test_bench_train_prints_every_figure(tmp_path):
         assert isinstance(figures[key], (int, float)), key
     assert 0 <= figures["padding_share"] < 0.05 and 0 <= figures["outside_share"] < 1
     assert 0 < figures["ratio_to_peak"] < 1
+
+
+def test_gpu_kernels_only_where_installed_and_never_on_the_cpu():
+    from clew.training.sft import gpu_kernels
+
+    everything = lambda name: True
+    assert gpu_kernels(True, "float32", everything) == {}
+    assert gpu_kernels(False, "bfloat16", lambda name: False) == {}
+    assert gpu_kernels(False, "bfloat16", everything) == {
+        "attn_implementation": "flash_attention_2", "use_liger_kernel": True}
+    assert gpu_kernels(False, "float32", everything) == {"use_liger_kernel": True}
+
+
+def test_a_launcher_precision_that_disagrees_is_refused(tmp_path, tiny_model_dir, chats,
+                                                        monkeypatch):
+    """accelerate's mixed precision would silently replace fp32 (transformers reads it when
+    neither bf16 nor fp16 is set)."""
+    cfg = config(tmp_path, tiny_model_dir, chats)
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    with pytest.raises(ValueError, match="precision: the config trains in fp32 but accelerate"):
+        sft_config(cfg)
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "no")
+    assert not sft_config(cfg).bf16

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
 import time
 from contextlib import contextmanager
@@ -252,6 +253,13 @@ def trainer_args(cfg: TrainConfig) -> dict[str, Any]:
         precision = "bf16" if not use_cpu and torch.cuda.is_bf16_supported() else "fp32"
     if use_cpu and precision != "fp32":
         raise TrainError(f"precision: {precision} needs a GPU; use fp32 (or auto) on CPU")
+    # transformers takes accelerate's setting when bf16 and fp16 are both off: fp32 would
+    # silently train in the launcher's precision
+    launcher = os.environ.get("ACCELERATE_MIXED_PRECISION")
+    if launcher and launcher != {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}[precision]:
+        raise TrainError(f"precision: the config trains in {precision} but accelerate launch asks "
+                         f"for mixed precision {launcher} (--mixed_precision, or its config "
+                         "file); make them agree")
     _check_reporters(cfg.report_to)
     dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[precision]
     return {
@@ -307,7 +315,31 @@ def sft_config(cfg: TrainConfig):
             "packing": cfg.packing}
     if "train_sampling_strategy" not in cfg.sft and not cfg.batch_by_env:
         args["train_sampling_strategy"] = "batch_rebalance"
+    kernels = gpu_kernels(args["use_cpu"], args["model_init_kwargs"]["dtype"],
+                          installed=lambda name: importlib.util.find_spec(name) is not None)
+    if "attn_implementation" in kernels:
+        args["model_init_kwargs"] = {**args["model_init_kwargs"],
+                                     "attn_implementation": kernels.pop("attn_implementation")}
+    args.update({k: v for k, v in kernels.items() if k not in cfg.sft})
     return trl_config(SFTConfig, "sft", cfg.sft, args)
+
+
+def gpu_kernels(use_cpu: bool, dtype: str, installed) -> dict[str, Any]:
+    """Faster kernels on a GPU where their package is installed; none is required.
+
+    FlashAttention 2 (``flash_attn``; half precision only) attends within each sample of a padded
+    batch without computing the padding; Liger's layer kernels (``liger_kernel``: RMSNorm, SwiGLU,
+    rotary embedding) fuse what the model runs as several. The fused linear cross-entropy is TRL's
+    own LM head already, which never builds the logits (docs/scale-out.md#training-throughput).
+    """
+    if use_cpu:
+        return {}
+    out: dict[str, Any] = {}
+    if dtype != "float32" and installed("flash_attn"):
+        out["attn_implementation"] = "flash_attention_2"
+    if installed("liger_kernel"):
+        out["use_liger_kernel"] = True
+    return out
 
 
 def peft_config(cfg: TrainConfig):
