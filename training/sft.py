@@ -13,10 +13,14 @@ chats"), docs/methods/exploratory-learning.md#samples-and-loss-weights (per-turn
 * ``objective: dpo`` trains preference pairs with TRL's ``DPOTrainer`` instead
   (:mod:`clew.training.dpo`, docs/methods/exploratory-learning.md#preference-pairs-and-dpo);
   the fields below mean the same for both.
+* Batches: a step's ``batch_size x grad_accum`` random samples are cut into ``grad_accum``
+  micro-batches of like lengths and about equal tokens (transformers' ``batch_rebalance``,
+  seeded with the run's seed), and on the CPU TRL's LM head scores only the labelled positions:
+  the same step, without padding or prompt scoring (docs/scale-out.md#training-throughput).
 * ``batch_by_env``: batches of one env each (:class:`EnvBatches`), where envs' samples differ
-  in length by an order of magnitude (docs/methods/loop.md#history-per-family). Faster than
-  random batches there, but on the CPU experiment's mixed data the grid-map rule did not come
-  in the same steps (measured there), so nothing uses it by default.
+  in length by an order of magnitude (docs/methods/loop.md#history-per-family). On the CPU
+  experiment's mixed data the grid-map rule did not come in the same steps as with random
+  batches (measured there), so nothing uses it by default.
 * Runs under ``accelerate launch`` unchanged (the Trainer picks up DDP / FSDP / DeepSpeed);
   on a machine without CUDA it trains on CPU (``use_cpu``, fp32).
 * Output: the adapter (LoRA) or the full model, with the tokenizer, in ``output_dir``;
