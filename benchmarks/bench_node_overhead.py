@@ -25,8 +25,8 @@ from clew.agents.lm.fake import FakeLM
 from clew.envs.suites import resolve
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode
+from clew.search.algorithm import Evaluation, Transition
 from clew.search.mcts import MCTS, MCTSConfig
-from clew.search.nodes import Evaluation, Transition
 
 MOVES = ("up", "down", "left", "right")
 

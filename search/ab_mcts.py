@@ -46,15 +46,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from clew.search.algorithm import Configured, SearchConfig, SearchResult, search_rng
-from clew.search.frontier import replay_path
 from clew.search.nodes import (
     SearchHooks,
-    budget_spent,
     evaluate_node,
     expand_node,
     may_stop_early,
+    planning,
+    replay,
     settle,
-    start_tree,
     step_edge,
 )
 from clew.search.tree import Edge, Node, Tree
@@ -180,7 +179,7 @@ async def _simulate(tree: Tree, hooks: SearchHooks, cfg: ABMCTSConfig, scores: S
     while (edge := choose(node, scores, cfg, rng)) is not None:
         path.append(edge)
         node = edge.child
-    replay_path(hooks, path)                  # the simulator at the node to widen
+    replay(hooks, path)                       # the simulator at the node to widen
     if not node.expanded:
         await expand_node(tree, node, hooks, cfg)
     edge = next(e for e in node.edges if e.child is None)
@@ -194,18 +193,16 @@ async def _simulate(tree: Tree, hooks: SearchHooks, cfg: ABMCTSConfig, scores: S
 async def ab_mcts(hooks: SearchHooks, root_obs: str | None, cfg: ABMCTSConfig,
                   clock: Callable[[], float] = time.perf_counter) -> SearchResult:
     """Simulate until a budget is spent or the tree is exhausted (see the module docstring)."""
-    t0 = clock()
     rng = search_rng(hooks, cfg.algorithm, root_obs)
-    tree = await start_tree(hooks, root_obs, cfg)
     scores = Scores({}, {})
-    result: SearchResult | None = None
-    try:
-        while (stop := budget_spent(cfg, tree.counters, clock() - t0)) is None:
+    async with planning(hooks, root_obs, cfg, clock) as plan:
+        tree = plan.tree
+        while (stop := plan.spent()) is None:
             if not is_open(tree.root):
                 stop = "tree_exhausted"
                 break
             path, child = await _simulate(tree, hooks, cfg, scores, rng)
-            tree.traversals.append([e.edge_id for e in path])
+            tree.add_traversal(path)
             tree.counters["simulations"] += 1
             score = settle(tree, path, child)    # unknown is never 0 (module docstring)
             if score is None:
@@ -213,15 +210,9 @@ async def ab_mcts(hooks: SearchHooks, root_obs: str | None, cfg: ABMCTSConfig,
             scores.record(child, score)
             if may_stop_early(child, score, cfg):
                 tree.counters["stopped_by"] = "value_one"
-                result = SearchResult.of(tree, "path", path)
-                break
-        if result is None:
-            tree.counters["stopped_by"] = stop
-            result = SearchResult.of(tree, "single", [best_first_edge(tree)])
-    finally:
-        hooks.to_root()
-        tree.counters["seconds"] = round(clock() - t0, 6)
-    return result
+                return SearchResult.of(tree, "path", path)
+        tree.counters["stopped_by"] = stop
+        return SearchResult.of(tree, "single", [best_first_edge(tree)])
 
 
 class ABMCTS(Configured):

@@ -21,16 +21,77 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import ClassVar, Literal, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Protocol
 
 from clew.agents.seeds import derive_seed
-from clew.search.nodes import SearchHooks
-from clew.search.tree import Edge, Tree
+from clew.search.tree import Edge, Node, Tree
 from pydantic import BaseModel, ConfigDict, Field
 
 DecisionKind = Literal["single", "path", "sequence"]
+
+
+# --- what the core expects from the agent ------------------------------------------------------
+class ProposalLike(Protocol):
+    """One candidate action of a policy: already merged, counted and ranked."""
+
+    action: str | None
+    key: str
+    raw: str
+    count: int
+    prior: float
+    is_stop: bool
+
+
+@dataclass
+class Transition:
+    """What happened when an edge's action was applied in the simulator.
+
+    ``done``: the task ended the episode (Gymnasium's *terminated*); ``truncated_by``: the
+    episode rule that cut it (``max_steps``, ``invalid_streak``, ``repeated_action``) or None.
+    """
+
+    obs: str
+    done: bool = False
+    valid: bool = True
+    truncated_by: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Evaluation:
+    """A value estimate; ``record`` is the value record as a dict; ``cached`` = no model call."""
+
+    value: float
+    record: dict[str, Any] | None = None
+    cached: bool = False
+
+
+class SearchHooks(Protocol):
+    """The agent side of the search: model calls and simulator moves."""
+
+    async def expand(self, node: Node) -> Sequence[ProposalLike]:
+        """Ranked proposals (prior order) for ``node``; the simulator is at ``node``'s state."""
+
+    async def evaluate(self, node: Node) -> Evaluation:
+        """Value of ``node``; the simulator is at ``node``'s state (its parent's for STOP)."""
+
+    def to_root(self) -> None:
+        """Put the simulator back in the root (real) state."""
+
+    def apply(self, node: Node, edge: Edge) -> Transition:
+        """Step the simulator (at ``node``) with ``edge.action``."""
+
+    def snapshot(self) -> Any: ...
+
+    def restore(self, snap: Any) -> None: ...
+
+    def fork(self) -> SearchHooks:
+        """Hooks over an independent copy of the simulator at its current state (same roles,
+        same caches), for calls on one node while the search moves the shared simulator on.
+        Needed only by algorithms that work on several nodes at once (MCTS waves wider
+        than one)."""
 
 
 class SearchConfig(BaseModel):

@@ -36,12 +36,12 @@ from typing import Literal
 from clew.search.algorithm import Configured, SearchConfig, SearchResult, search_rng
 from clew.search.nodes import (
     SearchHooks,
-    budget_spent,
     evaluate_node,
     expand_node,
+    follow,
     may_stop_early,
+    planning,
     settle,
-    start_tree,
     step_edge,
 )
 from clew.search.tree import Edge, Node, Tree
@@ -78,10 +78,8 @@ async def sample_episode(tree: Tree, hooks: SearchHooks, cfg: SearchConfig,
         if edge.child is None:
             node = step_edge(tree, node, edge, hooks, cfg)
             continue
-        child = edge.child
-        if not (child.terminal and child.terminal_reason in ("stop", "invalid")):
-            hooks.apply(node, edge)               # never-executed edges are not replayed
-        node = child
+        follow(hooks, edge)
+        node = edge.child
     if node.needs_eval and node.value is None:
         await evaluate_node(tree, node, hooks)
     return path, node
@@ -90,15 +88,13 @@ async def sample_episode(tree: Tree, hooks: SearchHooks, cfg: SearchConfig,
 async def best_of_n(hooks: SearchHooks, root_obs: str | None, cfg: BestOfNConfig,
                     clock: Callable[[], float] = time.perf_counter) -> SearchResult:
     """Sample episodes until a budget is spent; see the module docstring."""
-    t0 = clock()
     rng = search_rng(hooks, cfg.algorithm, root_obs)
-    tree = await start_tree(hooks, root_obs, cfg)
     best: tuple[float, list[Edge]] | None = None
-    result: SearchResult | None = None
-    try:
-        while (stop := budget_spent(cfg, tree.counters, clock() - t0)) is None:
+    async with planning(hooks, root_obs, cfg, clock) as plan:
+        tree = plan.tree
+        while (stop := plan.spent()) is None:
             path, leaf = await sample_episode(tree, hooks, cfg, rng)
-            tree.traversals.append([e.edge_id for e in path])
+            tree.add_traversal(path)
             tree.counters["simulations"] += 1
             score = settle(tree, path, leaf)    # unknown is never 0 (module docstring)
             if score is None:
@@ -111,12 +107,8 @@ async def best_of_n(hooks: SearchHooks, root_obs: str | None, cfg: BestOfNConfig
                 break
         else:
             tree.counters["stopped_by"] = stop
-        if result is None:
             first = best[1][0] if best is not None else tree.root.edges[0]
             result = SearchResult.of(tree, "single", [first])
-    finally:
-        hooks.to_root()
-        tree.counters["seconds"] = round(clock() - t0, 6)
     tree.meta["best_score"] = None if best is None else best[0]
     return result
 

@@ -39,13 +39,14 @@ from typing import Literal, Protocol
 from clew.search.algorithm import Configured, SearchConfig, SearchResult
 from clew.search.nodes import (
     SearchHooks,
-    budget_spent,
     evaluate_node,
     expand_node,
     may_stop_early,
+    planning,
+    replay,
     step_edge,
 )
-from clew.search.tree import Edge, Tree
+from clew.search.tree import Edge
 
 ROOT_PRIORITY = 0.5    # priority of the root's edges, whose parent (the root) is never valued
 
@@ -129,32 +130,22 @@ def _root_edge(edge: Edge) -> Edge:
 
 
 # --- the loop ----------------------------------------------------------------------------------
-def replay_path(hooks: SearchHooks, path: list[Edge]) -> None:
-    """Root, then the edges of ``path``: the simulator ends at the last edge's child."""
-    hooks.to_root()
-    for e in path:
-        hooks.apply(e.parent, e)
-
-
 async def frontier_search(hooks: SearchHooks, root_obs: str | None, cfg: FrontierConfig,
                           frontier: Frontier,
                           clock: Callable[[], float] = time.perf_counter) -> SearchResult:
     """Pop, step, evaluate, push until a budget is spent (see the module docstring)."""
-    t0 = clock()
-    hooks.to_root()
-    tree = Tree.with_root(root_obs)
-    tree.wave_size = 1                        # one pop at a time: each pop is a wave of its own
-    await expand_node(tree, tree.root, hooks, cfg)                # free
-    frontier.push(list(tree.root.edges), ROOT_PRIORITY)
     best_score, best_edge = None, None
-    try:
-        while frontier and (stop := budget_spent(cfg, tree.counters, clock() - t0)) is None:
+    # one pop at a time: each pop is a wave of its own
+    async with planning(hooks, root_obs, cfg, clock, wave_size=1) as plan:
+        tree = plan.tree
+        frontier.push(list(tree.root.edges), ROOT_PRIORITY)
+        while frontier and (stop := plan.spent()) is None:
             edge, priority = frontier.pop()
             tree.wave += 1
             tree.counters["simulations"] += 1
             path = edge.parent.path_edges()
             if not edge.is_none:
-                replay_path(hooks, path)
+                replay(hooks, path)
             child = step_edge(tree, edge.parent, edge, hooks, cfg)
             if not child.needs_eval:
                 score = child.value
@@ -182,9 +173,6 @@ async def frontier_search(hooks: SearchHooks, root_obs: str | None, cfg: Frontie
                 frontier.push(list(child.edges), score)
         else:
             tree.counters["stopped_by"] = "frontier_empty" if not frontier else stop
-    finally:
-        hooks.to_root()
-        tree.counters["seconds"] = round(clock() - t0, 6)
     if best_edge is None:                     # no budget at all: the top-prior root action
         best_edge = tree.root.edges[0]
     tree.meta["best_score"] = best_score

@@ -27,7 +27,7 @@ from clew.agents.prompts import Context
 from clew.agents.reflection import StepStat
 from clew.agents.seeds import derive_seed
 from clew.agents.value import ValueCache
-from clew.search.nodes import Evaluation, Transition
+from clew.search.algorithm import Evaluation, Transition
 from clew.search.tree import Edge, Node
 
 if TYPE_CHECKING:

@@ -52,10 +52,11 @@ from clew.search.algorithm import Configured, SearchConfig, SearchResult
 from clew.search.nodes import (
     SearchHooks,
     add_edges,
-    budget_spent,
-    expand_node,
+    cancel_all,
+    follow,
     gather_all,
     may_stop_early,
+    planning,
     propose,
     set_value,
     settle,
@@ -230,9 +231,8 @@ def reach(tree: Tree, path: Sequence[Edge], hooks: SearchHooks, cfg: MCTSConfig)
             if cached:
                 hooks.restore(node.snap)
             return step_edge(tree, node, edge, hooks, cfg, keep_snapshot=cached)
-        # a known child: replay its step unless it was never executed or snapshots stand in
-        if not cached and not (child.terminal and child.terminal_reason in ("stop", "invalid")):
-            hooks.apply(node, edge)
+        if not cached:                     # a known child: replay its step (snapshots stand in)
+            follow(hooks, edge)
     return path[-1].child
 
 
@@ -306,14 +306,6 @@ def calls(wave: Sequence[Selected], proposals: bool = True,
                                       (s.evaluation if evaluations else None)) if f is not None]
 
 
-async def cancel(wave: Sequence[Selected]) -> None:
-    """Cancel (and wait for) the wave's calls still running: no call outlives its search."""
-    running = [f for f in calls(wave) if not f.done()]
-    for f in running:
-        f.cancel()
-    await asyncio.gather(*running, return_exceptions=True)
-
-
 def add_wave_edges(tree: Tree, wave: Sequence[Selected], cfg: MCTSConfig) -> None:
     """The answered expansions of the wave become edges, in selection order."""
     for s in wave:
@@ -341,49 +333,43 @@ async def search(hooks: SearchHooks, root_obs: str | None, cfg: MCTSConfig, *,
                  select_edge: SelectFn, decide: DecideFn = most_visited,
                  clock: Callable[[], float] = time.perf_counter) -> SearchResult:
     """Build one tree from the root and choose (see the module docstring)."""
-    t0 = clock()
-    hooks.to_root()
-    tree = Tree.with_root(root_obs)
-    tree.wave_size, tree.wave_pipeline = cfg.wave_size, cfg.wave_pipeline
-    if not cfg.reexecute_edges:
-        tree.root.snap = hooks.snapshot()
-    await expand_node(tree, tree.root, hooks, cfg, _stored_q(cfg))    # root expansion: free
     wave: list[Selected] = []
     pending: list[Selected] = []      # wave_pipeline: the last wave, its values still out
     top: list[Edge] | None = None
-    try:
-        while top is None:
-            spent = committed(tree.counters, pending)
-            if (stop := budget_spent(cfg, spent, clock() - t0)) is not None:
-                break
-            tree.wave += 1
-            wave = select_wave(tree, hooks, cfg, select_edge, wave_width(cfg, spent), pending)
-            start_calls(tree, wave, cfg)
-            if cfg.wave_pipeline:
-                # the next wave needs this wave's edges and the last wave's values only
-                await gather_all(*calls(wave, evaluations=False), *calls(pending, proposals=False))
-                add_wave_edges(tree, wave, cfg)
-                top = settle_wave(tree, pending, cfg)
-                pending, wave = wave, []
-            else:
-                await gather_all(*calls(wave))
-                add_wave_edges(tree, wave, cfg)
-                top = settle_wave(tree, wave, cfg)
-        if pending:   # the last wave's values (after a value-one stop too: its calls were sent)
-            await gather_all(*calls(pending, proposals=False))
-            last = settle_wave(tree, pending, cfg)
-            top, pending = top or last, []
-        if top is not None:
-            tree.counters["stopped_by"] = "value_one"
-            result = SearchResult.of(tree, "path", top)
-        else:
+    async with planning(hooks, root_obs, cfg, clock, q_init=_stored_q(cfg),
+                        wave_size=cfg.wave_size, wave_pipeline=cfg.wave_pipeline,
+                        root_snapshot=not cfg.reexecute_edges) as plan:
+        tree = plan.tree
+        try:
+            while top is None:
+                spent = committed(tree.counters, pending)
+                if (stop := plan.spent(spent)) is not None:
+                    break
+                tree.wave += 1
+                wave = select_wave(tree, hooks, cfg, select_edge, wave_width(cfg, spent), pending)
+                start_calls(tree, wave, cfg)
+                if cfg.wave_pipeline:
+                    # the next wave needs this wave's edges and the last wave's values only
+                    await gather_all(*calls(wave, evaluations=False),
+                                     *calls(pending, proposals=False))
+                    add_wave_edges(tree, wave, cfg)
+                    top = settle_wave(tree, pending, cfg)
+                    pending, wave = wave, []
+                else:
+                    await gather_all(*calls(wave))
+                    add_wave_edges(tree, wave, cfg)
+                    top = settle_wave(tree, wave, cfg)
+            if pending:   # the last wave's values (after a value-one stop too: its calls were sent)
+                await gather_all(*calls(pending, proposals=False))
+                last = settle_wave(tree, pending, cfg)
+                top, pending = top or last, []
+            if top is not None:
+                tree.counters["stopped_by"] = "value_one"
+                return SearchResult.of(tree, "path", top)
             tree.counters["stopped_by"] = stop
-            result = SearchResult.of(tree, "single", decide(tree))
-    finally:
-        await cancel([*wave, *pending])
-        hooks.to_root()
-        tree.counters["seconds"] = round(clock() - t0, 6)
-    return result
+            return SearchResult.of(tree, "single", decide(tree))
+        finally:
+            await cancel_all(calls([*wave, *pending]))    # no call outlives its search
 
 
 def _stored_q(cfg: MCTSConfig) -> float:

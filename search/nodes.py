@@ -1,7 +1,7 @@
 """The node steps every search algorithm is built from (``docs/methods/mcts.md``).
 
 An algorithm only decides *which* node to work on next; what happens to a node is written once,
-here, and used by MCTS, BFS/DFS and best-first alike:
+here, and used by MCTS, BFS/DFS, best-first, best-of-N and AB-MCTS alike:
 
 * :func:`expand_node`: ask the policy (through the hooks) for ranked proposals and make the
   node's edges (at most ``branching_factor``; a NONE edge when nothing parsed);
@@ -13,7 +13,10 @@ here, and used by MCTS, BFS/DFS and best-first alike:
   (``horizon`` for the step limit, ``early_stop`` for the invalid streak and the repeat rule; the
   simulator is wrapped with the runner's rules, so its transitions say so), or at
   ``max_depth_actions`` (``depth``);
-* :func:`budget_spent`: which budget of the tree is used up, if any.
+* :func:`budget_spent`: which budget of the tree is used up, if any;
+* :func:`planning`: the set-up and tear-down of one tree (root expanded; simulator back at the
+  root and wall time recorded at the end), and :func:`replay` / :func:`follow`: the simulator
+  moved along known edges, STOP and NONE edges skipped (they never step it).
 
 Each of the first three is a model call (:func:`propose`, :func:`value_of`: they only ask)
 followed by a bookkeeping step (:func:`add_edges`, :func:`set_value`: they change the tree), so
@@ -34,79 +37,16 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
+from clew.search.algorithm import Evaluation, ProposalLike, SearchConfig, SearchHooks
 from clew.search.tree import Edge, Node, Tree
-
-if TYPE_CHECKING:
-    from clew.search.algorithm import SearchConfig
 
 #: truncation reasons of the episode rules that count as the step limit (terminal ``horizon``)
 STEP_LIMIT = "max_steps"
-
-
-# --- what the core expects from the agent ------------------------------------------------------
-class ProposalLike(Protocol):
-    """One candidate action of a policy: already merged, counted and ranked."""
-
-    action: str | None
-    key: str
-    raw: str
-    count: int
-    prior: float
-    is_stop: bool
-
-
-@dataclass
-class Transition:
-    """What happened when an edge's action was applied in the simulator.
-
-    ``done``: the task ended the episode (Gymnasium's *terminated*); ``truncated_by``: the
-    episode rule that cut it (``max_steps``, ``invalid_streak``, ``repeated_action``) or None.
-    """
-
-    obs: str
-    done: bool = False
-    valid: bool = True
-    truncated_by: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Evaluation:
-    """A value estimate; ``record`` is the value record as a dict; ``cached`` = no model call."""
-
-    value: float
-    record: dict[str, Any] | None = None
-    cached: bool = False
-
-
-class SearchHooks(Protocol):
-    """The agent side of the search: model calls and simulator moves."""
-
-    async def expand(self, node: Node) -> Sequence[ProposalLike]:
-        """Ranked proposals (prior order) for ``node``; the simulator is at ``node``'s state."""
-
-    async def evaluate(self, node: Node) -> Evaluation:
-        """Value of ``node``; the simulator is at ``node``'s state (its parent's for STOP)."""
-
-    def to_root(self) -> None:
-        """Put the simulator back in the root (real) state."""
-
-    def apply(self, node: Node, edge: Edge) -> Transition:
-        """Step the simulator (at ``node``) with ``edge.action``."""
-
-    def snapshot(self) -> Any: ...
-
-    def restore(self, snap: Any) -> None: ...
-
-    def fork(self) -> SearchHooks:
-        """Hooks over an independent copy of the simulator at its current state (same roles,
-        same caches), for calls on one node while the search moves the shared simulator on.
-        Needed only by algorithms that work on several nodes at once (MCTS waves wider
-        than one)."""
 
 
 # --- node steps --------------------------------------------------------------------------------
@@ -223,12 +163,63 @@ async def expand_node(tree: Tree, node: Node, hooks: SearchHooks, cfg: SearchCon
     add_edges(tree, node, await propose(tree, node, hooks, cfg), cfg.branching_factor, q_init)
 
 
-async def start_tree(hooks: SearchHooks, root_obs: str | None, cfg: SearchConfig) -> Tree:
-    """A tree at the root state with its root expanded (the root expansion is free)."""
+@dataclass
+class Planning:
+    """One tree being built for one real step: the tree and the clock its budget runs on."""
+
+    tree: Tree
+    cfg: SearchConfig
+    clock: Callable[[], float]
+    started: float
+
+    def spent(self, counters: dict[str, Any] | None = None) -> str | None:
+        """Which budget is used up (:func:`budget_spent`), counting ``counters`` (default: the
+        tree's) and the time since the tree began."""
+        return budget_spent(self.cfg, self.tree.counters if counters is None else counters,
+                            self.clock() - self.started)
+
+
+@asynccontextmanager
+async def planning(hooks: SearchHooks, root_obs: str | None, cfg: SearchConfig,
+                   clock: Callable[[], float], *, q_init: float = 0.0,
+                   wave_size: int | None = None, wave_pipeline: bool = False,
+                   root_snapshot: bool = False) -> AsyncIterator[Planning]:
+    """Set-up and tear-down of every algorithm's tree: the simulator at the root, a tree with its
+    root expanded (the root expansion is free; ``root_snapshot`` keeps the root's snapshot for
+    algorithms that restore instead of replaying); at the end, whatever happened, the simulator
+    back at the root and the tree's wall time in ``counters["seconds"]``. ``wave_size`` is
+    recorded in the tree (``None``: the tree has no waves)."""
+    started = clock()
     hooks.to_root()
     tree = Tree.with_root(root_obs)
-    await expand_node(tree, tree.root, hooks, cfg)
-    return tree
+    tree.wave_size, tree.wave_pipeline = wave_size, wave_pipeline
+    if root_snapshot:
+        tree.root.snap = hooks.snapshot()
+    await expand_node(tree, tree.root, hooks, cfg, q_init)
+    try:
+        yield Planning(tree, cfg, clock, started)
+    finally:
+        hooks.to_root()
+        tree.counters["seconds"] = round(clock() - started, 6)
+
+
+def executed(edge: Edge) -> bool:
+    """Whether taking ``edge`` steps the simulator: STOP and NONE edges never do."""
+    return not (edge.is_stop or edge.is_none)
+
+
+def follow(hooks: SearchHooks, edge: Edge) -> None:
+    """Move the simulator (at ``edge``'s parent) along a known edge, as the search did when it
+    created the child."""
+    if executed(edge):
+        hooks.apply(edge.parent, edge)
+
+
+def replay(hooks: SearchHooks, path: Sequence[Edge]) -> None:
+    """Root, then the edges of ``path``: the simulator ends at the last edge's child."""
+    hooks.to_root()
+    for edge in path:
+        follow(hooks, edge)
 
 
 async def evaluate_node(tree: Tree, node: Node, hooks: SearchHooks) -> float | None:
@@ -246,6 +237,14 @@ async def expand_and_evaluate(tree: Tree, node: Node, hooks: SearchHooks, cfg: S
     return set_value(tree, node, ev)
 
 
+async def cancel_all(tasks: Sequence[asyncio.Future]) -> None:
+    """Cancel the tasks still running and wait until each has ended, so none outlives its
+    caller; their exceptions are collected (the caller is already unwinding, or done)."""
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def gather_all(*calls: Awaitable[Any]) -> list[Any]:
     """The results of ``calls`` run concurrently, in argument order. On the first failure the
     others are cancelled (and awaited) before it propagates, so no call outlives its search."""
@@ -253,9 +252,7 @@ async def gather_all(*calls: Awaitable[Any]) -> list[Any]:
     try:
         return list(await asyncio.gather(*tasks))
     except BaseException:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(tasks)
         raise
 
 

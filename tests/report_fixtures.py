@@ -12,8 +12,8 @@ from typing import Any
 
 from clew.eval.evaluate import finalize
 from clew.records import RunDir
+from clew.search.algorithm import Evaluation, Transition
 from clew.search.mcts import MCTS, MCTSConfig
-from clew.search.nodes import Evaluation, Transition
 from clew.search.tree import tree_to_dict
 
 #: text that would break out of a <script> block if the viewer embedded it raw

@@ -13,9 +13,8 @@ import pytest
 from clew.eval.agents import build_agent
 from clew.scripts.cli import main
 from clew.search.ab_mcts import ABMCTS, ABMCTSConfig, Posterior
-from clew.search.algorithm import SearchResult
+from clew.search.algorithm import Evaluation, SearchResult
 from clew.search.best_of_n import BestOfN, BestOfNConfig
-from clew.search.nodes import Evaluation
 from clew.search.registry import make_algorithm
 from clew.search.tree import load_tree, tree_from_dict, tree_to_dict
 from test_search_mcts import ScriptedHooks

@@ -8,8 +8,9 @@ import random
 from dataclasses import dataclass
 
 import pytest
+from clew.search.algorithm import Evaluation, Transition
 from clew.search.mcts import MCTS, MCTSConfig, best_root_edge, select
-from clew.search.nodes import Evaluation, Transition, backup
+from clew.search.nodes import backup
 from clew.search.tree import Tree
 from hypothesis import given, settings
 from hypothesis import strategies as st

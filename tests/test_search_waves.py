@@ -8,8 +8,8 @@ import asyncio
 import copy
 
 import pytest
+from clew.search.algorithm import Evaluation, Transition
 from clew.search.mcts import MCTS, MCTSConfig, VirtualLoss, descend, select
-from clew.search.nodes import Evaluation, Transition
 from clew.search.tree import Tree, tree_from_dict, tree_to_dict
 from golden_trees import case_options, comparable, load, run_case
 from hypothesis import given, settings

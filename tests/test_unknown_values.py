@@ -12,8 +12,9 @@ from clew.agents.options import ValueOptions
 from clew.agents.prompts import Context
 from clew.agents.usage import UsageByRole
 from clew.agents.value import SingleValue
+from clew.search.algorithm import Evaluation
 from clew.search.mcts import MCTS, MCTSConfig
-from clew.search.nodes import Evaluation, estimate
+from clew.search.nodes import estimate
 from clew.search.registry import make_algorithm
 from clew.search.tree import tree_to_dict
 from test_search_mcts import ScriptedHooks, worked_example_hooks
