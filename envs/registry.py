@@ -64,7 +64,9 @@ ENVS: dict[str, EnvEntry] = {
 }
 
 
-def _load(path: str) -> Any:
+def load_object(path: str) -> Any:
+    """The object an import path ``"module:attribute"`` names (every registry of clew stores
+    these, so naming an entry imports nothing until it is used)."""
     module, _, attr = path.partition(":")
     return getattr(importlib.import_module(module), attr)
 
@@ -83,7 +85,7 @@ def entry(name: str) -> EnvEntry:
 
 
 def env_class(name: str) -> type[Env]:
-    return _load(entry(name).env)
+    return load_object(entry(name).env)
 
 
 def make(name: str, **params: Any) -> Env:
@@ -101,7 +103,7 @@ def generator(name: str) -> Callable[[dict[str, Any], int], Task]:
     if path is None:
         known = sorted(n for n, e in ENVS.items() if e.generator)
         raise KeyError(f"no generator for {name!r}; known: {', '.join(known)}")
-    return _load(path)
+    return load_object(path)
 
 
 def generate(name: str, params: dict[str, Any] | None = None, seed: int = 0) -> Task:
@@ -116,7 +118,7 @@ def traced_envs() -> set[str]:
 def trace_function(name: str) -> Callable[[Task, Any], Any] | None:
     """The env's trace function (see :class:`EnvEntry`), or ``None`` when it has none."""
     path = ENVS[name].trace if name in ENVS else None
-    return _load(path) if path else None
+    return load_object(path) if path else None
 
 
 def level_keys(name: str) -> tuple[str, ...]:

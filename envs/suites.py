@@ -7,12 +7,12 @@ pure functions of nothing: the same suite name gives the same tasks on every mac
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from clew.envs.base import Task
+from clew.envs.registry import load_object
 
 
 @dataclass(frozen=True)
@@ -108,8 +108,7 @@ def get_suite(name: str) -> Suite:
             path = SUITES[name]
         except KeyError:
             raise KeyError(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES))}") from None
-        module, _, attr = path.partition(":")
-        _cache[name] = getattr(importlib.import_module(module), attr)()
+        _cache[name] = load_object(path)()
     return _cache[name]
 
 

@@ -15,7 +15,6 @@ option the agent does not take is an error that names it.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any, Literal
 
 import yaml
 from clew.agents.base import Agent
+from clew.envs.registry import load_object
 
 
 @dataclass(frozen=True)
@@ -166,8 +166,7 @@ def resolve(name: str, options: dict[str, Any]) -> tuple[str, dict[str, Any], st
 
 
 def agent_factory(name: str):
-    module, _, attr = agent_entry(name).factory.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return load_object(agent_entry(name).factory)
 
 
 def build_agent(name: str, **options: Any) -> Agent:

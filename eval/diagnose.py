@@ -57,7 +57,7 @@ from clew.envs.registry import make_for
 from clew.envs.wrappers import EpisodeRules
 from clew.eval.runner import DEFAULT_MAX_STEPS
 from clew.records import RunDir, atomic_write_json, atomic_write_text
-from clew.search.tree import Edge, Node, Tree, TreeFormatError, load_tree
+from clew.search.tree import Edge, Node, Tree, TreeFormatError, read_trees
 
 #: depths at and beyond this are one bucket in the per-depth tables
 DEPTH_CAP = 5
@@ -305,18 +305,6 @@ def _rules(config: dict[str, Any], record: dict[str, Any]) -> EpisodeRules:
     env = make_for(task, **(record.get("env_options") or config.get("env_options") or {}))
     return EpisodeRules(env, config.get("max_steps") or DEFAULT_MAX_STEPS,
                         config.get("max_invalid_streak"), config.get("repeat_limit"))
-
-
-def read_trees(run: RunDir, key: str) -> dict[int, Tree]:
-    """The trees of one episode by real step (``trees/<key>/<t>.json.gz``)."""
-    folder = run.tree_dir(key)
-    out: dict[int, Tree] = {}
-    if folder.is_dir():
-        for file in folder.iterdir():
-            m = re.fullmatch(r"(\d+)\.json(?:\.gz)?", file.name)
-            if m:
-                out[int(m.group(1))] = load_tree(file)
-    return out
 
 
 def replay_episode(run: RunDir, config: dict[str, Any], record: dict[str, Any],

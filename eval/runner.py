@@ -63,6 +63,7 @@ from clew.envs.registry import make_for
 from clew.envs.wrappers import EpisodeRules
 from clew.eval.metrics import score_episode
 from clew.records import RunDir
+from clew.search.nodes import gather_all
 
 DEFAULT_MAX_STEPS = 1000
 
@@ -381,14 +382,7 @@ async def run_suite(
         groups = [by_wave[w] for w in sorted(by_wave)]
     try:
         for group in groups:
-            jobs = [asyncio.ensure_future(one(*item)) for item in group]
-            try:
-                await asyncio.gather(*jobs)
-            except RunAborted:
-                for job in jobs:
-                    job.cancel()
-                await asyncio.gather(*jobs, return_exceptions=True)
-                raise
+            await gather_all(*(one(*item) for item in group))   # a RunAborted cancels the rest
     finally:
         _RUNNING.discard(root)
         bar.close()

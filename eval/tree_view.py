@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from clew.records.rundir import tree_files
 from clew.search.tree import load_tree_dict, tree_from_dict, tree_to_dict
 
 
@@ -133,17 +133,6 @@ def render(tree: dict[str, Any], title: str = "search tree",
             .replace("__CSS__", _CSS).replace("__JS__", _JS).replace("__DATA__", data))
 
 
-def step_of(path: Path) -> int | None:
-    m = re.fullmatch(r"(?:step_)?(\d+)\.json(?:\.gz)?", path.name)
-    return int(m.group(1)) if m else None
-
-
-def episode_trees(folder: Path) -> list[tuple[int, Path]]:
-    """The step trees of one episode folder, in step order."""
-    found = [(step_of(p), p) for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
-    return sorted((k, p) for k, p in found if k is not None)
-
-
 def run_of(tree_path: Path) -> Path | None:
     """The run directory a tree file sits in (``RUN/trees/EPISODE/STEP.json.gz``)."""
     up = tree_path.resolve().parents
@@ -217,7 +206,7 @@ def write_view(tree_path: Path, out: Path | None = None, *, nav: str = "",
 
 def write_episode_views(folder: Path) -> dict[int, Path]:
     """Every step page of one episode folder, beside its trees, linked to each other."""
-    trees = episode_trees(folder)
+    trees = tree_files(folder)
     if not trees:
         from clew.search.tree import TreeFormatError
 

@@ -36,6 +36,7 @@ Decisions:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -94,6 +95,19 @@ def _leftover(p: Path) -> bool:
     config.yaml leaves exactly that)."""
     return p.name == LOCK_NAME or (p.is_file() and p.name.startswith(".")
                                    and p.name.endswith(".tmp"))
+
+def tree_step(path: Path) -> int | None:
+    """The real step a tree file holds (``STEP.json.gz``; ``step_STEP`` and plain ``.json`` are
+    read too), or ``None`` for a file that is not a tree."""
+    m = re.fullmatch(r"(?:step_)?(\d+)\.json(?:\.gz)?", path.name)
+    return int(m.group(1)) if m else None
+
+
+def tree_files(folder: Path) -> list[tuple[int, Path]]:
+    """The tree files of one episode folder (``trees/EPISODE/``), in step order."""
+    found = [(tree_step(p), p) for p in folder.iterdir() if p.is_file()] if folder.is_dir() else []
+    return sorted((step, p) for step, p in found if step is not None)
+
 
 class RunDir:
     """One run directory. ``open`` checks it is new, or compatible when resuming, and holds its
@@ -218,6 +232,10 @@ class RunDir:
 
     def tree_dir(self, key: str) -> Path:
         return self.path / "trees" / key.replace("/", "_")
+
+    def tree_files(self, key: str) -> list[tuple[int, Path]]:
+        """The tree files of one episode, in step order (:func:`tree_files`)."""
+        return tree_files(self.tree_dir(key))
 
     def clear_trees(self, key: str) -> None:
         """Trees of an interrupted episode are stale: the rerun writes them again."""

@@ -19,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clew.eval.tree_view import step_of, write_episode_views, write_view
+    from clew.eval.tree_view import write_episode_views, write_view
+    from clew.records.rundir import tree_step
 
     target = Path(args.tree)
     if not target.exists():
@@ -28,10 +29,10 @@ def run(args: argparse.Namespace) -> int:
         page = write_view(target, Path(args.out))
         pages = [page]
     else:
-        if target.is_dir() or step_of(target) is not None:
+        if target.is_dir() or tree_step(target) is not None:
             written = write_episode_views(target if target.is_dir() else target.parent)
             pages = list(written.values())
-            page = pages[0] if target.is_dir() else written[step_of(target)]
+            page = pages[0] if target.is_dir() else written[tree_step(target)]
         else:
             page = write_view(target)
             pages = [page]

@@ -8,9 +8,9 @@ outside the package).
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from clew.envs.registry import load_object
 from clew.search.algorithm import SearchAlgorithm, SearchConfig
 
 ALGORITHMS: dict[str, str] = {
@@ -35,8 +35,7 @@ def algorithm_class(name: str) -> type[SearchAlgorithm]:
     except KeyError:
         raise KeyError(f"unknown search algorithm {name!r}; known: "
                        f"{', '.join(sorted(ALGORITHMS))}") from None
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return load_object(path)
 
 
 def search_config(data: dict[str, Any] | SearchConfig | None) -> SearchConfig:

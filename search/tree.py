@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from clew.records.files import write_atomic
+from clew.records.rundir import RunDir
 
 SCHEMA = "clew.tree/1"
 
@@ -323,3 +324,9 @@ def load_tree_dict(path: str | Path) -> dict[str, Any]:
 def load_tree(path: str | Path) -> Tree:
     """Load a tree saved by :func:`save_tree`."""
     return tree_from_dict(load_tree_dict(path), where=str(path))
+
+
+def read_trees(run: RunDir | str | Path, key: str) -> dict[int, Tree]:
+    """The trees of one episode of a run directory, by real step (``trees/KEY/STEP.json.gz``)."""
+    folder = run if isinstance(run, RunDir) else RunDir(run)
+    return {step: load_tree(path) for step, path in folder.tree_files(key)}

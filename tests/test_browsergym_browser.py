@@ -211,7 +211,8 @@ def test_report_and_view_read_the_web_run(searched, tmp_path):
 
 def test_web_trees_flatten_into_el_data_whose_backtracks_replay(searched):
     from clew.envs.base import Task
-    from clew.training.datasets import DataConfig, build_datasets, read_episodes, read_trees
+    from clew.search.tree import read_trees
+    from clew.training.datasets import DataConfig, build_datasets, read_episodes
     from clew.training.flatten import el_turns, flatten_episode
 
     record = next(r for r in read_episodes(searched) if r["task"]["id"] == "enter-text-s0")

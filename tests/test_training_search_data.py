@@ -16,13 +16,8 @@ from clew.envs.suites import resolve
 from clew.eval.agents import build_agent
 from clew.eval.runner import run_episode, run_suite
 from clew.records import RunDir
-from clew.training.datasets import (
-    DataConfig,
-    build_datasets,
-    is_selected,
-    read_episodes,
-    read_trees,
-)
+from clew.search.tree import read_trees
+from clew.training.datasets import DataConfig, build_datasets, is_selected, read_episodes
 from clew.training.flatten import el_turns, flatten_episode, teacher_force
 
 MCTS = {"roles": "heuristic", "search": {"branching_factor": 4, "n_simulations": 8},

@@ -52,7 +52,7 @@ from clew.envs.base import Task
 from clew.envs.registry import make_for
 from clew.records import RunDir, atomic_write_text, write_atomic
 from clew.records.jsonl import RecordError, numbered_jsonl
-from clew.search.tree import Tree, TreeFormatError, load_tree
+from clew.search.tree import TreeFormatError, read_trees
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
 from clew.training.preferences import PairOptions, episode_rows
 from pydantic import BaseModel, ConfigDict, Field
@@ -167,19 +167,6 @@ def _unreadable(rec: dict[str, Any]) -> str | None:
     except (KeyError, TypeError, ValueError) as exc:
         return f"the task cannot be rebuilt ({type(exc).__name__}: {exc})"
     return None
-
-
-def read_trees(run: str | Path, key: str) -> dict[int, Tree]:
-    """The trees of one episode by real step index (``<step>.json.gz``)."""
-    folder = RunDir(run).tree_dir(key)
-    trees: dict[int, Tree] = {}
-    if not folder.is_dir():
-        return trees
-    for file in folder.iterdir():
-        m = re.fullmatch(r"(?:step_)?(\d+)\.json(?:\.gz)?", file.name)
-        if m:
-            trees[int(m.group(1))] = load_tree(file)
-    return trees
 
 
 def is_selected(record: dict[str, Any], by: str = "gt", min_grade: float = 1.0) -> bool:

@@ -10,7 +10,6 @@ that aggregation skips.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,8 +33,7 @@ class Metric:
     keys: frozenset[str] = frozenset()
 
     def fn(self) -> Callable[[Task, dict[str, Any]], dict[str, Any]]:
-        module, _, attr = self.path.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        return registry.load_object(self.path)
 
     def applies_to(self) -> set[str]:
         """The environments this metric scores, now."""
