@@ -48,7 +48,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from clew.agents.base import Agent, BaseAgent, Decision, Episode
-from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling, request_usage
+from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling
+from clew.agents.lm.calls import call
 from clew.envs.base import Env
 
 STOP = "STOP"  # the oracle-search envs' early-stop action (clew.envs.oracle_search.protocol)
@@ -230,9 +231,7 @@ class SummaryHandoff(BaseAgent):
              {"role": "user", "content": MODEL_HANDOFF_PROMPT.format(q_left=env.remaining,
                                                                      facts=facts)}],
             dataclasses.replace(self.sampling, n=1), role="other")
-        completions = await lm.complete(request)
-        episode.usage.record("other", request_usage(completions))
-        note = completions[0].text.strip()
+        note = (await call(lm, request, episode.usage))[0].text.strip()
         return ("### MISSION HAND-OFF (notes from the previous agent)\n"
                 f"{note}\nYou have {env.remaining} queries remaining. Output your next query.")
 

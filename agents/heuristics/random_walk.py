@@ -7,10 +7,8 @@ assignments) expose no ``legal_actions``; there the agent asks uniformly random 
 
 from __future__ import annotations
 
-import random
-import zlib
-
 from clew.agents.base import BaseAgent, Decision, Episode
+from clew.agents.seeds import keyed_rng
 
 
 class RandomAgent(BaseAgent):
@@ -25,8 +23,7 @@ class RandomAgent(BaseAgent):
     async def act(self, episode: Episode) -> Decision:
         rng = episode.scratch.get("rng")
         if rng is None:
-            key = f"{self.seed}:{episode.task.seed}:{episode.key}"
-            rng = episode.scratch["rng"] = random.Random(zlib.crc32(key.encode()))
+            rng = episode.scratch["rng"] = keyed_rng(self.seed, episode.task.seed, episode.key)
         actions = episode.env.legal_actions()
         if not actions:
             query = episode.scratch.get("random_query")

@@ -12,9 +12,9 @@ Seeding (docs/methods/metric-optimal-exploitation-gap.md#runs-and-aggregation): 
 from __future__ import annotations
 
 import random
-import zlib
 
 from clew.agents.base import BaseAgent, Decision, Episode
+from clew.agents.seeds import keyed_rng
 
 
 class RoomsRandomWalk(BaseAgent):
@@ -28,9 +28,8 @@ class RoomsRandomWalk(BaseAgent):
     def rng(self, episode: Episode) -> random.Random:
         rng = episode.scratch.get("rooms_random_walk_rng")
         if rng is None:
-            key = f"rooms-random-walk:{self.seed}:{episode.task.seed}:{episode.task.id}"
-            rng = episode.scratch["rooms_random_walk_rng"] = random.Random(
-                zlib.crc32(key.encode()))
+            rng = episode.scratch["rooms_random_walk_rng"] = keyed_rng(
+                "rooms-random-walk", self.seed, episode.task.seed, episode.task.id)
         return rng
 
     async def act(self, episode: Episode) -> Decision:
