@@ -50,7 +50,7 @@ def build_policy(opts: RoleOptions, branching_factor: int, models: Models,
 
         return DistilledPolicy(distilled, branching_factor)
     if not opts.lm_roles:
-        from clew.agents.heuristics.roles import HeuristicPolicy
+        from clew.agents.heuristics.search_roles import HeuristicPolicy
 
         return HeuristicPolicy(branching_factor, opts.policy, seed=opts.seed)
     from clew.agents.policy import LMPolicy
@@ -60,7 +60,7 @@ def build_policy(opts: RoleOptions, branching_factor: int, models: Models,
 
 def build_value(opts: RoleOptions, value: ValueOptions, models: Models) -> ValueFunction:
     if not opts.lm_roles:
-        from clew.agents.heuristics.roles import HeuristicValue
+        from clew.agents.heuristics.search_roles import HeuristicValue
 
         return HeuristicValue(value, seed=opts.seed)
     if value.kind == "debate":
@@ -74,7 +74,7 @@ def build_value(opts: RoleOptions, value: ValueOptions, models: Models) -> Value
 
 def build_reflector(opts: RoleOptions, reflection: ReflectionOptions, models: Models) -> Reflector:
     if not opts.lm_roles:
-        from clew.agents.heuristics.roles import TemplateReflector
+        from clew.agents.heuristics.search_roles import TemplateReflector
 
         return TemplateReflector()
     from clew.agents.reflection import Reflector as LMReflector

@@ -14,7 +14,7 @@ renders its training chats with the same functions, so training and inference ag
   backtrack ``[S<k>] You returned to an earlier state.`` and ``PREVIOUS ACTION: backtrack S<k>``;
   after an invalid action ``[S<k>] Your previous action was invalid.`` with the env's explanation.
 
-State ids are those of the runner (``episode.path``, eval/runner.py): S0 is the initial state and
+State ids are those of the runner (``episode.path``, runner/episodes.py): S0 is the initial state and
 every valid forward step creates the next id; a backtrack cuts the path back to an earlier id.
 
 Decisions:

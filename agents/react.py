@@ -66,7 +66,7 @@ def system_prompt(env: Any, variant: str) -> str:
 
 
 class ReActAgent(BaseAgent):
-    """Reason-then-act LM agent; registered as ``react`` in ``clew.eval.agents``."""
+    """Reason-then-act LM agent; registered as ``react`` in ``clew.runner.registry``."""
 
     name = "react"
     kind = "lm"

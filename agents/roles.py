@@ -7,7 +7,7 @@ the env's ground-truth progress, so reports label the agent accordingly). A valu
 declares its ``method`` (``single`` | ``debate`` | ``heuristic``) and its ``scale`` (``unit``:
 values in [0, 1]; ``signed``: [-1, 1]). The implementations: :mod:`clew.agents.policy`,
 :mod:`clew.agents.value`, :mod:`clew.agents.debate`, :mod:`clew.agents.reflection` and the
-heuristic roles of :mod:`clew.agents.heuristics.roles`.
+heuristic roles of :mod:`clew.agents.heuristics.search_roles`.
 """
 
 from __future__ import annotations

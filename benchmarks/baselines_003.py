@@ -53,7 +53,7 @@ def _best_found_only():
     The table needs r = R/OPT; the other registered metrics of these envs (coverage,
     redundancy) take about two thirds of an episode's time and are not reported here.
     """
-    from clew.eval import metrics
+    from clew import metrics
 
     registry = getattr(metrics, "METRICS", None)
     if not (isinstance(registry, dict) and "best_found" in registry):
@@ -71,9 +71,9 @@ def _best_found_only():
 
 def _rewards(agent_name: str, task_json: str, runs: int) -> list[float]:
     """``runs`` episodes of one task (in a worker process)."""
-    from clew.agents.heuristics.explore_exploit import ExploreExploit, RandomQuery
+    from clew.agents.heuristics.query_baselines import ExploreExploit, RandomQuery
     from clew.envs.base import Task
-    from clew.eval.runner import run_episode
+    from clew.runner.episodes import run_episode
 
 
     agent_cls = {"explore-exploit": ExploreExploit, "random-query": RandomQuery}[agent_name]
@@ -129,7 +129,7 @@ def run_cells(cells: list[dict], jobs: int) -> list[list[float]]:
 
 
 def _stats(values: list[float]) -> tuple[float, float]:
-    from clew.eval.metrics import mean_and_stderr
+    from clew.envs.measures import mean_and_stderr
 
     mean, se, _ = mean_and_stderr(values)
     return mean, se

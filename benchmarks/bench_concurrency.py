@@ -37,8 +37,8 @@ from clew.agents.lm.fake import FakeLM
 from clew.agents.usage import Usage
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.registry import register
-from clew.eval.runner import run_suite
 from clew.records import RunDir
+from clew.runner.episodes import run_suite
 
 STEPS = 10
 SEQ_EPISODES = 8

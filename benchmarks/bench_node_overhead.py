@@ -23,8 +23,8 @@ from typing import ClassVar
 
 from clew.agents.lm.fake import FakeLM
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 from clew.search.algorithm import Evaluation, Transition
 from clew.search.mcts import MCTS, MCTSConfig
 

@@ -14,7 +14,7 @@ import time
 
 from clew.envs.gridmap.generator import generate_task
 from clew.envs.gridmap.instance import Instance, step_cell
-from clew.eval.metrics.explore_exploit import score_trajectory
+from clew.envs.gridmap.metrics import score_trajectory
 
 STEPS = 100_000
 

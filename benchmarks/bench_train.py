@@ -297,7 +297,7 @@ def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
     import torch
-    from clew.eval.config import load_config
+    from clew.runner.config import load_config
     from clew.training.sft import TrainConfig, build_trainer, run_trainer, train_threads
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available()

@@ -321,9 +321,9 @@ def ending_after(agent, steps: int):
 async def search_run(lm: RecordingLM, args, wave: str, episodes: int) -> dict:
     """``episodes`` tasks at once with waves ``wave`` (``K``, or ``Kp``: K with
     ``wave_pipeline``)."""
-    from clew.eval.agents import build_agent
-    from clew.eval.runner import run_suite
     from clew.records import RunDir
+    from clew.runner.episodes import run_suite
+    from clew.runner.registry import build_agent
 
     if preset_option(args.agent, "value", "kind", "single") == "debate":
         # two arguments, then the judge's samples in both orders (n in all)
@@ -437,7 +437,7 @@ def parse_caps(text: str) -> list[int]:
 def preset_option(agent: str, section: str, key: str | None, default):
     """``agent_options.SECTION.KEY`` (the section itself when ``key`` is None) as the preset
     ``agent`` sets it, following presets built on presets; ``default`` where none does."""
-    from clew.eval.agents import load_preset, preset_names
+    from clew.runner.registry import load_preset, preset_names
 
     while agent in preset_names():
         data = load_preset(agent)

@@ -36,8 +36,8 @@ from typing import Any
 from clew.agents.lm.base import ChatRequest, Completion, LanguageModel
 from clew.agents.usage import Usage
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 
 MOVES = ("up", "down", "left", "right")
 

@@ -68,7 +68,7 @@ def _mean_se(xs: list[float]) -> tuple[float, float, int]:
 
 async def _random_walks(tasks, runs: int) -> list[dict]:
     from clew.agents.heuristics.rooms_random_walk import RoomsRandomWalk
-    from clew.eval.runner import run_episode
+    from clew.runner.episodes import run_episode
 
     out = []
     for task in tasks:

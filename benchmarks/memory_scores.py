@@ -33,9 +33,9 @@ import tempfile
 from pathlib import Path
 
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_suite
 from clew.records import RunDir
+from clew.runner.episodes import run_suite
+from clew.runner.registry import build_agent
 
 SUITES = {"gridmap": "gridmap-v1:train", "rooms": "rooms-v1:train",
           "textminigrid": "textminigrid-v1:train", "oracle-search": "paper-003-main:train"}

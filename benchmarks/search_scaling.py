@@ -1,7 +1,7 @@
 """Search scaling with heuristic roles: search algorithms at equal simulation budgets vs the same
 policy without search (issue 5, docs/methods/rmcts.md#compute-scaling; issue 14: best-of-N and AB-MCTS beside MCTS).
 
-Every agent uses the heuristic policy of :mod:`clew.agents.heuristics.roles` (legal actions with
+Every agent uses the heuristic policy of :mod:`clew.agents.heuristics.search_roles` (legal actions with
 priors from the frequencies of 20 uniform draws by default, like an LM's sampled priors).
 ``policy-only`` draws one action per step from those priors; the search agents (``--agents``:
 any of ``mcts``, ``best-of-n``, ``ab-mcts``, ``best-first``, ``tot-bfs``, ``tot-dfs``) search with
@@ -31,8 +31,8 @@ import statistics
 import time
 
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 
 
 def bootstrap_ci(xs: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:

@@ -23,8 +23,8 @@ import time
 from collections import Counter
 
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 
 
 def shape(tree: dict) -> dict:

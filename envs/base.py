@@ -263,7 +263,7 @@ class Env(ABC):
     def progress(self) -> float:
         """Ground-truth progress of the current state in [0, 1]: how close it is to the goal.
 
-        For heuristic roles (the oracle policy and value of ``clew.agents.heuristics.roles``)
+        For heuristic roles (the oracle policy and value of ``clew.agents.heuristics.search_roles``)
         and metrics only, like :meth:`oracle`; agents never call it. Default: :meth:`grade`.
         Families with a better measure override it (gridmap, TextMiniGrid).
         """

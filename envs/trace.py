@@ -5,7 +5,7 @@ but a different definition per family (docs/methods/metric-travel.md): what the 
 is, what counts as returning to a known state, what a perfect exploiter could have done with
 what the agent knew. Each family answers those questions in a trace function,
 ``trace(task, episode) -> Trace``, in its own folder (``clew.envs.gridmap.trace``, ...), named
-by its registry entry (:class:`clew.envs.registry.EnvEntry`). ``clew.eval.metrics.travel`` turns
+by its registry entry (:class:`clew.envs.registry.EnvEntry`). ``clew.metrics.travel`` turns
 a trace into the reported keys; a new family with a trace gets those metrics with no change
 there.
 
@@ -19,7 +19,7 @@ The ``episode`` a trace reads is an episode record as ``episodes.jsonl`` holds i
 trace replays the actions on a fresh env of the task, so it scores trajectories produced
 anywhere.
 
-Runner steps (eval/runner.py): a ``backtrack S<k>`` decision and a reply with no action are
+Runner steps (runner/episodes.py): a ``backtrack S<k>`` decision and a reply with no action are
 carried out by the runner, not by ``env.step``; each costs one step of the env clock
 (docs/methods/exploratory-learning.md#backtrack-turns), and a backtrack restores state S<k> of
 the current path. Every replay of a record reads its steps with :func:`record_steps` and steps
@@ -163,7 +163,7 @@ def step_infos(episode: Mapping[str, Any], n: int) -> list[Mapping[str, Any]] | 
 
 
 class StatePath:
-    """The runner's state ids (eval/runner.py): S0 is the initial state, every valid forward
+    """The runner's state ids (runner/episodes.py): S0 is the initial state, every valid forward
     step creates the next id (ids are never reused), a backtrack cuts the path back to an
     earlier id on it."""
 

@@ -84,7 +84,7 @@ def install() -> None:
 
 def main() -> int:
     install()
-    from clew.scripts.cli import main as clew
+    from clew.cli.main import main as clew
 
     code = 1
     try:

@@ -74,8 +74,8 @@ def case_options() -> dict[str, tuple[str, dict[str, Any], int, int]]:
 def run_case(name: str, search: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every tree of the case's episodes, in order; ``search`` adds search options."""
     from clew.envs.suites import resolve
-    from clew.eval.agents import build_agent
-    from clew.eval.runner import run_episode
+    from clew.runner.episodes import run_episode
+    from clew.runner.registry import build_agent
 
     agent, options, n_tasks, max_steps = case_options()[name]
     options = json.loads(json.dumps(options))

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clew.eval.evaluate import finalize
 from clew.records import RunDir
+from clew.runner.evaluate import finalize
 from clew.search.algorithm import Evaluation, Transition
 from clew.search.mcts import MCTS, MCTSConfig
 from clew.search.tree import tree_to_dict

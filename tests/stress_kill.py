@@ -37,8 +37,9 @@ import toyenv
 
 toyenv.register()
 
-from clew.eval import merge, report  # noqa: F401 - imported once, before the forks
-from clew.scripts.cli import main
+from clew.cli.main import main
+from clew.reports import report  # noqa: F401 - imported once, before the forks
+from clew.runner import shards  # noqa: F401
 from clew.training import datasets  # noqa: F401
 
 N_TASKS, REPEATS = 6, 2
@@ -100,8 +101,8 @@ def run_args(suite: Path, out: Path) -> list[str]:
 
 def check(out: Path, scratch: Path, suite: Path) -> list[str]:
     """What is wrong with a resumed run directory (empty: nothing)."""
-    from clew.eval.merge import merge_shards
-    from clew.eval.report import build_tables, load_run
+    from clew.reports.report import build_tables, load_run
+    from clew.runner.shards import merge_shards
     from clew.training.datasets import DataConfig, build_datasets
 
     problems = []

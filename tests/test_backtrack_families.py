@@ -14,7 +14,7 @@ import pytest
 from clew.agents.base import BaseAgent, Decision
 from clew.envs.registry import make_for
 from clew.envs.suites import get_suite
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
 
 TASKS = {t.env: t for t in get_suite("exploration-v1").split("test")}
 
@@ -41,7 +41,7 @@ class WalkThenBacktrack(BaseAgent):
             return Decision("STOP", info={"end_episode": True})
         actions = env.legal_actions()
         if not actions:  # oracle-query tasks: use the random-query sampler
-            from clew.agents.heuristics.explore_exploit import random_query
+            from clew.agents.heuristics.query_baselines import random_query
 
             return Decision(random_query(env, self.rng))
         return Decision(self.rng.choice([a for a in actions if not env.is_stop(a)] or actions))

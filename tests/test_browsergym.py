@@ -127,7 +127,7 @@ def test_generator_checks_params():
 
 def test_importing_clew_and_the_web_env_imports_no_browsergym():
     code = ("import sys, clew.envs, clew.envs.browsergym.env, clew.envs.browsergym.suites, "
-            "clew.agents.heuristics.roles, clew.eval.runner, clew.scripts.cli\n"
+            "clew.agents.heuristics.search_roles, clew.runner.episodes, clew.cli.main\n"
             "from clew.envs.registry import make\n"
             "from clew.envs.suites import get_suite\n"
             "make('browsergym'); get_suite('miniwob-v1')\n"

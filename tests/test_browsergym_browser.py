@@ -114,7 +114,7 @@ def test_a_replay_that_differs_is_an_error_naming_task_and_step(enter_text):
 
 def test_react_with_a_fake_model_solves_a_click_task():
     from clew.agents.react import ReActAgent
-    from clew.eval.runner import run_episode
+    from clew.runner.episodes import run_episode
 
     def answer(request, i):
         bid = _click_the_named_button(request.messages[-1]["content"])
@@ -130,7 +130,7 @@ def test_react_with_a_fake_model_solves_a_click_task():
 def test_react_with_a_tiny_model_runs_on_a_web_task(lively_model_dir):
     """A real (random-weight) model: whatever it writes, the episode runs and is recorded."""
     from clew.agents.react import ReActAgent
-    from clew.eval.runner import run_episode
+    from clew.runner.episodes import run_episode
 
     agent = ReActAgent(f"hf:{lively_model_dir}", max_tokens=24, temperature=0.0)
     rec = asyncio.run(run_episode(agent, TASKS["click-test-s0"], max_steps=2))
@@ -142,8 +142,8 @@ def test_react_with_a_tiny_model_runs_on_a_web_task(lively_model_dir):
 def test_rmcts_mad_with_fake_lm_roles_runs_on_a_web_task():
     """LM-role mechanics on a real page: policy samples parsed into actions, the debate judges
     the simulated result, the episode's reflections go to memory afterwards."""
-    from clew.eval.agents import build_agent
-    from clew.eval.runner import run_episode
+    from clew.runner.episodes import run_episode
+    from clew.runner.registry import build_agent
 
     def respond(req, i):
         text = req.messages[-1]["content"]
@@ -170,9 +170,9 @@ def test_rmcts_mad_with_fake_lm_roles_runs_on_a_web_task():
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory):
     """Heuristic MCTS (no model) on a one-step and a two-step task, recorded in a run dir."""
-    from clew.eval.agents import build_agent
-    from clew.eval.runner import run_suite
     from clew.records import RunDir
+    from clew.runner.episodes import run_suite
+    from clew.runner.registry import build_agent
 
     path = tmp_path_factory.mktemp("web") / "run"
     run = RunDir(path)
@@ -199,7 +199,7 @@ def test_heuristic_mcts_solves_web_tasks_with_metrics(searched):
 
 
 def test_report_and_view_read_the_web_run(searched, tmp_path):
-    from clew.scripts.cli import main
+    from clew.cli.main import main
 
     assert main(["report", str(searched), "--out", str(tmp_path / "report")]) == 0
     assert (tmp_path / "report" / "report.md").exists()

@@ -16,8 +16,8 @@ from clew.agents.options import PolicyOptions, ValueOptions
 from clew.agents.policy import LMPolicy
 from clew.agents.usage import UsageByRole
 from clew.agents.value import SingleValue
-from clew.eval.runner import run_episode, run_suite
 from clew.records import RunDir
+from clew.runner.episodes import run_episode, run_suite
 from clew.search.agent import SearchAgent
 from clew.search.registry import make_algorithm
 from toyenv import line_task, register

@@ -7,9 +7,9 @@ from clew.agents.base import BaseAgent, Decision
 from clew.envs.base import Task
 from clew.envs.registry import register as register_env
 from clew.envs.suites import get_suite
-from clew.eval.agents import build_agent
-from clew.eval.metrics import score_episode
-from clew.eval.runner import run_episode
+from clew.metrics import score_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 from toyenv import register
 
 register()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clew.scripts.cli import main
+from clew.cli.main import main
 from toyenv import line_task, register
 
 register()
@@ -225,7 +225,7 @@ def test_version_and_help_texts(capsys):
 
 
 def test_command_help_is_plain_text(capsys):
-    from clew.scripts.cli import EXTRA_COMMANDS
+    from clew.cli.main import EXTRA_COMMANDS
 
     for command in EXTRA_COMMANDS:
         with pytest.raises(SystemExit):
@@ -249,7 +249,7 @@ import sys
 sys.path.insert(0, {tests!r})
 import toyenv
 toyenv.register()
-from clew.scripts.cli import main
+from clew.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

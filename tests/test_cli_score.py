@@ -2,8 +2,8 @@
 
 import json
 
+from clew.cli.main import main
 from clew.envs.suites import get_suite
-from clew.scripts.cli import main
 
 
 def test_score_reports_bad_lines_and_scores_the_others(tmp_path, capsys):

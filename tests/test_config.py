@@ -1,7 +1,7 @@
 """Config loading: YAML + flags + key=value overrides, validated up front, errors name the field."""
 
 import pytest
-from clew.eval.config import ConfigError, EvalConfig, load_config
+from clew.runner.config import ConfigError, EvalConfig, load_config
 
 
 def test_flags_win_over_file_and_overrides_win_over_flags(tmp_path):

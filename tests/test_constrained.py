@@ -28,10 +28,10 @@ from clew.agents.react import ReActAgent
 from clew.agents.value import SCALES, SingleValue
 from clew.envs.registry import make_for
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.config import EvalConfig
-from clew.eval.evaluate import evaluate
-from clew.eval.runner import run_episode
+from clew.runner.config import EvalConfig
+from clew.runner.episodes import run_episode
+from clew.runner.evaluate import evaluate
+from clew.runner.registry import build_agent
 from clew.search.options import AgentOptions
 from transformers import AutoModelForCausalLM
 

@@ -21,8 +21,8 @@ from clew.agents.lm.fake import FakeLM
 from clew.agents.prompts import judge_messages, policy_messages, task_context
 from clew.envs.registry import make_for
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 
 
 def chat(n_pairs, words=40):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from clew.cli.main import main
 from clew.envs import registry
-from clew.scripts.cli import main
 from clew.training.datasets import DataConfig, build_datasets
 from training_toys import write_run
 
@@ -61,7 +61,7 @@ def test_empty_subset_warns_with_the_option_and_exits_non_zero_unless_allowed(tm
 
 def test_the_demo_search_into_clew_data_is_not_a_silent_zero(tmp_path, capsys):
     """The path a new user takes: the demo's search, then `clew data` with its defaults."""
-    from clew.eval.config import load_yaml
+    from clew.runner.config import load_yaml
 
     search = load_yaml("demo", presets="loop")["search"]["agent_options"]["search"]
     run = tmp_path / "search"

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clew.scripts.cli import main
+from clew.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).with_name("ddp_probe.py")

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from clew.scripts.demo import run_demo
+from clew.cli.demo import run_demo
 
 
 @pytest.mark.slow

@@ -12,11 +12,11 @@ import json
 import math
 
 import pytest
-from clew.eval.config import EvalConfig
-from clew.eval.diagnose import diagnose_run, families_with_truth, load, spearman, tobit_noise
-from clew.eval.evaluate import evaluate
-from clew.eval.report import write_report
-from clew.scripts.cli import main
+from clew.cli.main import main
+from clew.reports.diagnose import diagnose_run, families_with_truth, load, spearman, tobit_noise
+from clew.reports.report import write_report
+from clew.runner.config import EvalConfig
+from clew.runner.evaluate import evaluate
 
 
 def _run(tmp_path, name, options, agent="mcts-heuristic", limit=3, max_steps=30, suite=None):

@@ -14,11 +14,11 @@ from clew.agents.distilled import DistilledAgent, DistilledPolicy, chat_at
 from clew.agents.lm.fake import FakeLM
 from clew.agents.options import OptionsError
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.config import ConfigError, EvalConfig
-from clew.eval.evaluate import check_agent, evaluate
-from clew.eval.runner import run_episode
 from clew.records import RunDir
+from clew.runner.config import ConfigError, EvalConfig
+from clew.runner.episodes import run_episode
+from clew.runner.evaluate import check_agent, evaluate
+from clew.runner.registry import build_agent
 from clew.search.tree import load_tree_dict
 
 

@@ -10,15 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from clew.scripts import doctor
-from clew.scripts.cli import main
-from clew.scripts.doctor import (
+from clew.cli import doctor
+from clew.cli.doctor import (
     DoctorError,
     parse_smi_list,
     plan_layout,
     tensor_parallel_sizes,
     visible_devices,
 )
+from clew.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024 ** 3
@@ -166,7 +166,7 @@ def slurm(tmp_path):
     log = tmp_path / "calls.log"
     # clew: the real `clew doctor --layout`, every other command logged with its GPUs
     _exe(bin_ / "clew", f"""#!/bin/bash
-if [[ "$1" == doctor ]]; then exec {sys.executable} -m clew.scripts.cli "$@"; fi
+if [[ "$1" == doctor ]]; then exec {sys.executable} -m clew.cli "$@"; fi
 echo "CVD=${{CUDA_VISIBLE_DEVICES:-unset}} $*" >>{log}
 """)
     _exe(bin_ / "sbatch", f"#!/bin/bash\necho \"sbatch $*\" >>{log}\n")

@@ -7,10 +7,10 @@ import pytest
 import yaml
 from clew.agents.lm import spec as lm_spec
 from clew.envs.base import Task
-from clew.eval.config import ConfigError, EvalConfig
-from clew.eval.evaluate import evaluate
-from clew.eval.merge import MergeError, merge_shards
 from clew.records import RunDir
+from clew.runner.config import ConfigError, EvalConfig
+from clew.runner.evaluate import evaluate
+from clew.runner.shards import MergeError, merge_shards
 from test_lm_engine_settings import fake_engines
 from toyenv import register
 

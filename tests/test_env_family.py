@@ -8,14 +8,14 @@ import json
 import math
 
 import pytest
+from clew import metrics
 from clew.envs import registry
 from clew.envs.base import Task
-from clew.eval import metrics
-from clew.eval.config import EvalConfig
-from clew.eval.evaluate import evaluate
-from clew.eval.report import write_report
-from clew.eval.summary import summary_table
+from clew.metrics.summary import summary_table
 from clew.records import RunDir
+from clew.reports.report import write_report
+from clew.runner.config import EvalConfig
+from clew.runner.evaluate import evaluate
 
 
 @pytest.fixture

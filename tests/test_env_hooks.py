@@ -9,11 +9,11 @@ from collections import deque
 
 import pytest
 from clew.agents.base import Episode
-from clew.agents.heuristics.roles import progress
+from clew.agents.heuristics.search_roles import progress
 from clew.agents.interventions import ParallelThreads, SummaryHandoff
 from clew.envs.base import Env, Observation, Step, Task
 from clew.envs.gridmap.instance import ACHIEVED
-from clew.envs.oracle_search import hill, tree
+from clew.envs.oracle_search import hill, treesearch
 from clew.envs.registry import ENVS, generate, make, make_for
 from clew.envs.suites import resolve
 from toyenv import LineEnv, line_task
@@ -69,7 +69,7 @@ def test_budget_and_answered_of_the_query_envs():
     h.step("x=1.0")
     assert h.budget() == 7 and h.remaining == 6 and not h.answered("x=1.0")  # repeats cost
     t = make("treesearch")
-    t.reset(tree.generate_task({"instance": "T-main", "budget": 5}, 0))
+    t.reset(treesearch.generate_task({"instance": "T-main", "budget": 5}, 0))
     node = t.frontier()[0]
     assert not t.answered(f"node={node}")
     assert t.step(f"node={node}").valid and t.answered(f"node={node}")

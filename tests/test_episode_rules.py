@@ -13,7 +13,7 @@ from clew.envs.base import Observation, Step
 from clew.envs.registry import make_for
 from clew.envs.suites import resolve
 from clew.envs.wrappers import EpisodeRules
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
 from clew.search.agent import SearchAgent
 from clew.search.registry import make_algorithm
 from clew.search.tree import tree_from_dict

@@ -7,8 +7,8 @@ import math
 import pytest
 from clew.envs.exploration_suite import exploration_v1, exploration_v2
 from clew.envs.suites import get_suite, resolve
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 
 FAMILY = {"gridmap": "gridmap", "rooms": "rooms", "textminigrid": "textminigrid",
           "hillsearch": "oracle_search", "treesearch": "oracle_search",

@@ -7,8 +7,8 @@ import json
 
 import pytest
 from clew.agents.options import OptionsError
-from clew.eval.agents import build_agent
-from clew.scripts.cli import main
+from clew.cli.main import main
+from clew.runner.registry import build_agent
 from clew.search.registry import ALGORITHMS, register_algorithm
 from clew.search.tree import load_tree
 

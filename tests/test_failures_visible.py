@@ -12,13 +12,13 @@ import json
 import pytest
 from clew.agents.lm.fake import FakeLM
 from clew.agents.parsing import ParseTally
+from clew.cli.main import main
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.evaluate import finalize
-from clew.eval.report import write_report
-from clew.eval.runner import progress_note, run_suite
 from clew.records import RunDir
-from clew.scripts.cli import main
+from clew.reports.report import write_report
+from clew.runner.episodes import progress_note, run_suite
+from clew.runner.evaluate import finalize
+from clew.runner.registry import build_agent
 
 GOOD = {
     "policy": 'The goal is east.\n**Next action:**\n```json\n{"action": "right"}\n```',

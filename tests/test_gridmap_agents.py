@@ -11,10 +11,10 @@ from clew.agents.heuristics.random_walk import RandomAgent
 from clew.envs.base import Task
 from clew.envs.gridmap.env import GridMapEnv
 from clew.envs.gridmap.instance import Instance
+from clew.envs.gridmap.metrics import score_trajectory
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.metrics.explore_exploit import score_trajectory
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 from gridmap_cases import small_instances
 from hypothesis import HealthCheck, given, settings
 

@@ -6,7 +6,7 @@ from clew.envs import generate, make
 from clew.envs.base import Task
 from clew.envs.gridmap.env import GridMapEnv, parse_direction, prereq_text
 from clew.envs.gridmap.instance import DIRECTIONS, build_instance
-from clew.eval.metrics.explore_exploit import score_trajectory
+from clew.envs.gridmap.metrics import score_trajectory
 from gridmap_cases import actions_for, instance_b, small_instances, walks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

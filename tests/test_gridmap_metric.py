@@ -5,13 +5,13 @@ import math
 import pytest
 from clew.envs.gridmap.generator import generate_task
 from clew.envs.gridmap.instance import Instance, build_instance
-from clew.eval.metrics import score_episode
-from clew.eval.metrics.explore_exploit import (
+from clew.envs.gridmap.metrics import (
     aggregate,
     episode_metrics,
     exploration_fraction_bins,
     score_trajectory,
 )
+from clew.metrics import score_episode
 from gridmap_cases import (
     actions_for,
     instance_a,

@@ -1,7 +1,7 @@
 """Stale score (docs/methods/metric-explore-exploit-error.md) against the six Appendix-B walks of docs/methods/metric-explore-exploit-error.md#worked-examples and brute force."""
 
 import pytest
-from clew.eval.metrics.explore_exploit import StaleWalk, stale_parts
+from clew.envs.gridmap.metrics import StaleWalk, stale_parts
 from gridmap_cases import stale
 from hypothesis import given
 from hypothesis import strategies as st

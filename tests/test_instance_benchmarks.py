@@ -52,7 +52,7 @@ def test_instance_stats_gridmap_part(tmp_path, capsys):
 
 
 def test_baselines_leave_the_metric_registry_as_it_was():
-    from clew.eval.metrics import METRICS
+    from clew.metrics import METRICS
 
     before = dict(METRICS)
     load("baselines_003").main(["--suites", "main", "--runs-scale", "0.001", "--table",

@@ -17,8 +17,12 @@ ALLOWED = {
     "agents": {"envs", "records"},
     "search": {"agents", "envs", "records"},
     "training": {"search", "agents", "envs", "records"},
-    "eval": {"search", "agents", "envs", "training", "records"},
-    "scripts": {"eval", "search", "agents", "envs", "training", "records"},
+    "metrics": {"agents", "envs", "records"},
+    "runner": {"metrics", "search", "agents", "envs", "records"},
+    "reports": {"runner", "metrics", "search", "agents", "envs", "records"},
+    "loop": {"reports", "runner", "metrics", "training", "search", "agents", "envs", "records"},
+    "cli": {"loop", "reports", "runner", "metrics", "training", "search", "agents", "envs",
+            "records"},
 }
 #: package data, not code: any layer may name it (presets shipped as ``clew.configs``)
 DATA = {"configs"}
@@ -64,12 +68,12 @@ def test_the_check_sees_function_imports_registry_strings_and_relative_imports(t
     probe = tmp_path / "probe.py"  # read as a module of clew.envs.gridmap, never imported
     probe.write_text(
         "def f():\n"
-        "    from clew.eval.metrics import METRICS\n"
-        "TABLE = {'x': 'clew.agents.heuristics.roles:HeuristicValue'}\n"
+        "    from clew.metrics import METRICS\n"
+        "TABLE = {'x': 'clew.agents.heuristics.search_roles:HeuristicValue'}\n"
         "from ...search import tree\n"
         "from . import env\n"
         "DOC = 'see clew.training.flatten for the details'\n")
-    assert clew_imports(probe, "clew.envs.gridmap") == {"eval", "agents", "search", "envs"}
+    assert clew_imports(probe, "clew.envs.gridmap") == {"metrics", "agents", "search", "envs"}
 
 
 def test_the_allowed_directions_have_no_cycle():
@@ -92,7 +96,7 @@ def test_importing_clew_does_not_import_vllm():
     import subprocess
     import sys
 
-    code = ("import sys, clew.envs, clew.agents, clew.agents.lm, clew.search, clew.eval.runner,"
-            " clew.scripts.cli; print('vllm' in sys.modules)")
+    code = ("import sys, clew.envs, clew.agents, clew.agents.lm, clew.search, clew.runner.episodes,"
+            " clew.cli.main; print('vllm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

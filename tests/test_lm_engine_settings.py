@@ -167,7 +167,7 @@ def test_light_backends_build_another_instance_for_other_options(engines):
 
 
 def test_roles_share_the_runs_engine(engines):
-    from clew.eval.agents import build_agent
+    from clew.runner.registry import build_agent
 
     spec = "vllm:Qwen/Qwen2.5-7B-Instruct"
     build_agent("rmcts", model=spec, model_options={"gpu_memory_utilization": 0.9},

@@ -12,8 +12,8 @@ from clew.agents.react import ReActAgent
 from clew.envs.base import Observation, Task
 from clew.envs.registry import ENVS, generator
 from clew.envs.registry import register as register_env
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from toyenv import LineEnv, line_task, register

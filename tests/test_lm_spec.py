@@ -82,7 +82,7 @@ def test_vllm_backend_without_vllm_is_a_clear_error():
 def test_importing_the_lm_layer_and_agents_never_imports_vllm():
     code = ("import sys, clew.agents.lm, clew.agents.lm.spec, clew.agents.lm.hf, "
             "clew.agents.lm.openai_backend, clew.agents.lm.vllm_backend, clew.agents.react, "
-            "clew.eval.agents; assert 'vllm' not in sys.modules, 'vllm imported'")
+            "clew.runner.registry; assert 'vllm' not in sys.modules, 'vllm imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 

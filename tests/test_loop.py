@@ -5,8 +5,8 @@ import json
 
 import pytest
 import yaml
-from clew.eval.config import ConfigError, load_config
-from clew.eval.loop import (
+from clew.cli.main import main
+from clew.loop.pipeline import (
     AgentSpec,
     LoopConfig,
     fill,
@@ -14,7 +14,7 @@ from clew.eval.loop import (
     standard_errors_apart,
     with_history,
 )
-from clew.scripts.cli import main
+from clew.runner.config import ConfigError, load_config
 from clew.training.datasets import History
 
 TINY_TRAIN = ["train.max_steps=2", "train.logging_steps=1"]

@@ -20,10 +20,10 @@ import pytest
 from clew.agents.lm.base import ChatRequest, Completion, LanguageModel
 from clew.agents.memory import ReflectionMemory, open_memory
 from clew.agents.usage import Usage
-from clew.eval.agents import build_agent
-from clew.eval.config import EvalConfig
-from clew.eval.runner import run_suite
 from clew.records import RunDir
+from clew.runner.config import EvalConfig
+from clew.runner.episodes import run_suite
+from clew.runner.registry import build_agent
 from toyenv import line_task, register
 
 register()
@@ -126,7 +126,7 @@ def test_two_concurrent_rmcts_runs_are_identical_whatever_the_timing(tmp_path):
 
 
 def test_eval_runs_memory_agents_in_waves(tmp_path):
-    from clew.eval.evaluate import memory_dir
+    from clew.runner.evaluate import memory_dir
 
     assert memory_dir(EvalConfig(agent="rmcts", suite="gridmap-mini:test",
                                  agent_options={"memory": {"dir": "m"}})) == "m"

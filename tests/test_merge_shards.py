@@ -6,12 +6,12 @@ import json
 import shutil
 
 import pytest
+from clew.cli.main import main
 from clew.envs.base import Task
-from clew.eval.config import EvalConfig
-from clew.eval.evaluate import evaluate
-from clew.eval.merge import MergeError, merge_shards
 from clew.records import RunDir
-from clew.scripts.cli import main
+from clew.runner.config import EvalConfig
+from clew.runner.evaluate import evaluate
+from clew.runner.shards import MergeError, merge_shards
 from report_fixtures import record, write_run
 from toyenv import register
 

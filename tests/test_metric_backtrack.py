@@ -1,4 +1,4 @@
-"""Metrics of episodes with backtracks (eval/runner.py BACKTRACK; docs/methods/exploratory-learning.md#backtrack-turns).
+"""Metrics of episodes with backtracks (runner/episodes.py BACKTRACK; docs/methods/exploratory-learning.md#backtrack-turns).
 
 Every metric re-scores an episode by replaying it on a fresh env; a ``backtrack S<k>`` step must
 replay as the runner executed it (state S<k> of the current path restored, one step of the
@@ -13,11 +13,11 @@ import pytest
 from clew.agents.base import Decision
 from clew.envs.base import Task
 from clew.envs.gridmap.instance import build_instance
+from clew.envs.gridmap.metrics import score_trajectory
 from clew.envs.textminigrid.layout import Layout, Mission, Placed
 from clew.envs.trace import StatePath, classify, parse_backtrack
-from clew.eval.metrics import score_episode
-from clew.eval.metrics.explore_exploit import score_trajectory
-from clew.eval.runner import run_episode
+from clew.metrics import score_episode
+from clew.runner.episodes import run_episode
 from rooms_cases import example_task
 from toyenv import ScriptedAgent
 

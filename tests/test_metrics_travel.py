@@ -11,16 +11,16 @@ from clew.envs.gridmap.env import GridMapEnv
 from clew.envs.gridmap.generator import generate_task as gridmap_task
 from clew.envs.gridmap.instance import ACHIEVED, DIRECTIONS, build_instance, prec, step_cell
 from clew.envs.gridmap.trace import exploit_cost as gridmap_exploit_cost
+from clew.envs.measures import Edge, optimal_exploitation
 from clew.envs.registry import generate
 from clew.envs.textminigrid.env import TextMiniGridEnv
 from clew.envs.textminigrid.layout import Layout, Mission, Placed
 from clew.envs.textminigrid.trace import exploit_cost as textminigrid_exploit_cost
-from clew.eval.agents import build_agent
-from clew.eval.metrics import envs_with, metrics_for
-from clew.eval.metrics.optimal_exploitation import Edge, optimal_exploitation
-from clew.eval.metrics.travel import coverage_metrics, gap_metrics, redundancy_metrics, trace
-from clew.eval.runner import run_episode
-from clew.eval.score import score_line
+from clew.metrics import envs_with, metrics_for
+from clew.metrics.score import score_line
+from clew.metrics.travel import coverage_metrics, gap_metrics, redundancy_metrics, trace
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -6,7 +6,7 @@ import asyncio
 import math
 
 import pytest
-from clew.agents.heuristics.explore_exploit import (
+from clew.agents.heuristics.query_baselines import (
     ExploreExploit,
     HillBaseline,
     MaxSatBaseline,
@@ -14,9 +14,9 @@ from clew.agents.heuristics.explore_exploit import (
     TreeBaseline,
     n_explore,
 )
-from clew.envs.oracle_search import hill, maxsat, tree
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.envs.oracle_search import hill, maxsat, treesearch
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 
 
 def play(agent, task, key="k"):
@@ -58,7 +58,7 @@ def test_hill_alpha_zero_first_query_uniform_then_window():
 
 
 def test_tree_baseline_greedy_follows_parent_values():
-    task = tree.generate_task({"instance": "T-main", "budget": 48}, 0)
+    task = treesearch.generate_task({"instance": "T-main", "budget": 48}, 0)
     rec = play(TreeBaseline(tau=0), task)
     values, parent = task.params["values"], task.params["parent"]
     known = {task.params["root"]: 0}
@@ -74,7 +74,7 @@ def test_tree_softmax_probabilities():
     from clew.agents.base import Episode
     from clew.envs.registry import make
 
-    task = tree.generate_task({"r_trap": 1, "r_good": 1, "b": 1, "d_trap": 3, "d_good": 3,
+    task = treesearch.generate_task({"r_trap": 1, "r_good": 1, "b": 1, "d_trap": 3, "d_good": 3,
                                "budget": 5}, 0)
     counts = {"trap": 0, "good": 0}
     trap = task.params["gateways"]["trap"][0]
@@ -125,7 +125,7 @@ def test_episodes_are_reproducible_and_repeats_differ():
 def test_baselines_beat_random_queries(env, params, runs):
     """docs/methods/metric-best-found.md#aggregation: the explore–exploit baseline is the yardstick; it must beat uniform queries and
     clear the level reachable without the key structure (needle / good chain / gold clause)."""
-    gen = {"hill": hill, "tree": tree, "maxsat": maxsat}[env].generate_task
+    gen = {"hill": hill, "tree": treesearch, "maxsat": maxsat}[env].generate_task
     task = gen(params, 0)
     base = rewards(ExploreExploit(), task, runs)
     rand = rewards(RandomQuery(), task, runs)

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 from clew.envs.base import Task
-from clew.envs.oracle_search import hill, maxsat, tree
+from clew.envs.oracle_search import hill, maxsat, treesearch
 from clew.envs.oracle_search.suites import BUDGETS, e4_params
 from clew.envs.registry import generate, make
 from clew.envs.suites import resolve
@@ -102,7 +102,7 @@ def test_hill_generator_rejects_bad_parameters():
                                             ("T-alt2", 889, 61)])
 def test_tree_paper_instances(name, count, top):
     """Appendix A.2: |V| and max, gateway values 2/1, a trap leaf is worth 16."""
-    p = tree.generate_task({"instance": name}, 0).params
+    p = treesearch.generate_task({"instance": name}, 0).params
     parent, values, root = p["parent"], p["values"], p["root"]
     assert len(parent) == count and max(values) == top
     assert sorted(parent).count(-1) == 1 and parent[root] == -1 and values[root] == 0
@@ -127,9 +127,9 @@ def test_tree_generator_structure(rt, rg, b, dt, dg, seed):
     if rt + rg == 0:
         return
     params = {"r_trap": rt, "r_good": rg, "b": b, "d_trap": dt, "d_good": dg}
-    p = tree.generate_task(params, seed).params
+    p = treesearch.generate_task(params, seed).params
     parent, values = p["parent"], p["values"]
-    assert len(parent) == tree.node_count({**tree.DEFAULTS, **params})
+    assert len(parent) == treesearch.node_count({**treesearch.DEFAULTS, **params})
     assert len(parent) == 1 + rt * (1 + b * dt) + rg * (1 + b * (dg - 1))
     root = p["root"]
     gates = [v for v in range(len(parent)) if parent[v] == root]
@@ -150,25 +150,25 @@ def test_tree_generator_structure(rt, rg, b, dt, dg, seed):
             step = values[v] - values[parent[v]]
             assert step == 4 if g in p["gateways"]["good"] else step in (0, 1)
     good_leaf = 1 + 4 * (dg - 1) if rg else 0
-    trap_leaf = 2 + sum(tree.chain_increments("trap", dt, tree.DEFAULTS)) if rt else 0
+    trap_leaf = 2 + sum(treesearch.chain_increments("trap", dt, treesearch.DEFAULTS)) if rt else 0
     assert max(values) == max(good_leaf, trap_leaf)
 
 
 def test_tree_ids_are_relabelled():
-    roots = {tree.generate_task({"instance": "T-alt1"}, seed).params["root"] for seed in range(8)}
+    roots = {treesearch.generate_task({"instance": "T-alt1"}, seed).params["root"] for seed in range(8)}
     assert len(roots) > 1  # the root is not always node 0: ids carry no structure
 
 
 def test_tree_chain_length_offsets_are_parameters():
-    p = tree.generate_task({"r_trap": 1, "r_good": 1, "b": 1, "d_trap": 5, "d_good": 5,
+    p = treesearch.generate_task({"r_trap": 1, "r_good": 1, "b": 1, "d_trap": 5, "d_good": 5,
                             "trap_len_offset": -1, "good_len_offset": 0}, 0).params
     assert len(p["parent"]) == 1 + (1 + 4) + (1 + 5)
     assert max(p["values"]) == 1 + 4 * 5
 
 
 def test_tree_trap_schedule():
-    cfg = dict(tree.DEFAULTS)
-    incs = tree.chain_increments("trap", 40, cfg)
+    cfg = dict(treesearch.DEFAULTS)
+    incs = treesearch.chain_increments("trap", 40, cfg)
     ones = [j for j, inc in enumerate(incs, 1) if inc]
     assert ones == [1, 2, 3, 4, 5, 6, 10, 14, 18, 22, 26, 30, 34, 38]
 
@@ -254,7 +254,7 @@ def test_paper_main_suite():
     assert all(t.params["denominator"] == "2w" for t in test if t.env == "hillsearch")
     train = resolve("paper-003-main:train")
     assert {t.split for t in train} == {"train"} and not {t.id for t in train} & {t.id for t in test}
-    paper_trees = [tuple(p.values()) for p in tree.FIXED.values()]
+    paper_trees = [tuple(p.values()) for p in treesearch.FIXED.values()]
     for t in train:
         if t.env == "treesearch":
             g = t.params["generator"]

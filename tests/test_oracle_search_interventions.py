@@ -9,7 +9,7 @@ import math
 
 import pytest
 from clew.agents.base import BaseAgent, Decision, Episode
-from clew.agents.heuristics.explore_exploit import ExploreExploit, HillBaseline, TreeBaseline
+from clew.agents.heuristics.query_baselines import ExploreExploit, HillBaseline, TreeBaseline
 from clew.agents.interventions import (
     ContextResettable,
     ParallelThreads,
@@ -23,8 +23,8 @@ from clew.agents.interventions import (
 )
 from clew.agents.lm.base import ChatRequest, request_usage
 from clew.agents.lm.fake import FakeLM
-from clew.envs.oracle_search import hill, maxsat, tree
-from clew.eval.runner import run_episode
+from clew.envs.oracle_search import hill, maxsat, treesearch
+from clew.runner.episodes import run_episode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,7 +101,7 @@ def test_parallel_hill_accounting(p):
 
 
 def test_parallel_best_is_the_best_thread_and_tree_repeats_are_free():
-    task = tree.generate_task({"instance": "T-main", "budget": 48}, 0)
+    task = treesearch.generate_task({"instance": "T-main", "budget": 48}, 0)
     agent = ParallelThreads(TreeBaseline(), threads=3)
     from clew.envs.registry import make_for
 
@@ -200,7 +200,7 @@ def test_summary_handoff_with_silent_retries_keeps_schedule():
 def test_summary_model_handoff_uses_the_lm():
     policy = FakeLM(hill_responder)
     writer = FakeLM(["The needle may be near 1.3; try around it."])
-    task = tree.generate_task({"instance": "T-main", "budget": 4}, 0)
+    task = treesearch.generate_task({"instance": "T-main", "budget": 4}, 0)
 
     class Walker(ToyChatAgent):
         async def act(self, episode):

@@ -6,9 +6,9 @@ import json
 
 import pytest
 from clew.envs.base import Task
-from clew.envs.oracle_search import hill, maxsat, prompts, tree
+from clew.envs.oracle_search import hill, maxsat, prompts, treesearch
 from clew.envs.registry import make
-from clew.eval.metrics import score_episode
+from clew.metrics import score_episode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +24,7 @@ def hill_env(budget=10, instance="H-B2", **proto):
 
 def tree_env(budget=10, params=None, seed=0):
     env = make("treesearch")
-    env.reset(tree.generate_task({**(params or {"instance": "T-main"}), "budget": budget}, seed))
+    env.reset(treesearch.generate_task({**(params or {"instance": "T-main"}), "budget": budget}, seed))
     return env
 
 
@@ -319,7 +319,7 @@ def test_task_for_other_env_is_rejected():
 
 
 def test_tree_handoff_can_repeat_the_graph():
-    task = tree.generate_task({"instance": "T-alt1", "budget": 5}, 0)
+    task = treesearch.generate_task({"instance": "T-alt1", "budget": 5}, 0)
     plain, full = make("treesearch"), make("treesearch", handoff_include_graph=True)
     plain.reset(task)
     full.reset(task)

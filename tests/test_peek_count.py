@@ -5,8 +5,8 @@ import asyncio
 
 from clew.agents.base import BaseAgent, Decision
 from clew.envs.suites import get_suite
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 from toyenv import line_task, register
 
 register()

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 from clew.agents.options import OptionsError
-from clew.eval.agents import build_agent, load_preset, preset_names, resolve
-from clew.eval.config import ConfigError, EvalConfig, load_config
-from clew.eval.evaluate import check_agent
+from clew.runner.config import ConfigError, EvalConfig, load_config
+from clew.runner.evaluate import check_agent
+from clew.runner.registry import build_agent, load_preset, preset_names, resolve
 
 ROOT = Path(__file__).parents[1]
 

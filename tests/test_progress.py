@@ -9,8 +9,8 @@ import sys
 from typing import ClassVar
 
 from clew.agents.base import BaseAgent, Decision
-from clew.eval.runner import run_suite
 from clew.records import RunDir
+from clew.runner.episodes import run_suite
 from toyenv import line_task, register
 
 register()

@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from clew.eval.report import write_report
-from clew.eval.tree_view import write_view
+from clew.reports.report import write_report
+from clew.reports.tree_view import write_view
 from clew.search.tree import save_tree
 from report_fixtures import mcts_tree, record, write_run
 

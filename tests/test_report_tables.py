@@ -12,9 +12,9 @@ import statistics
 
 import numpy as np
 import pytest
-from clew.eval.plots import fit_line
-from clew.eval.report import ReportError, write_report
-from clew.scripts.cli import main
+from clew.cli.main import main
+from clew.reports.plots import fit_line
+from clew.reports.report import ReportError, write_report
 from clew.search.tree import save_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -15,7 +15,7 @@ import sys
 sys.path.insert(0, {tests!r})
 import toyenv
 toyenv.register()
-from clew.scripts.cli import main
+from clew.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from clew.agents.heuristics.roles import (
+from clew.agents.heuristics.search_roles import (
     HeuristicPolicy,
     HeuristicValue,
     TemplateReflector,
@@ -108,8 +108,8 @@ def test_heuristic_search_queries_oracle_tasks_without_an_action_list():
     import asyncio
 
     from clew.envs.suites import get_suite
-    from clew.eval.agents import build_agent
-    from clew.eval.runner import run_episode
+    from clew.runner.episodes import run_episode
+    from clew.runner.registry import build_agent
 
     tasks = [t for t in get_suite("exploration-v1").split("test")
              if t.env in ("hillsearch", "maxsatsearch")]

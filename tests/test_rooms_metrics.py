@@ -5,20 +5,14 @@ import math
 
 import pytest
 from clew.envs.base import Task
+from clew.envs.measures import gap_decomposition, redundancy, sample_efficiency
 from clew.envs.rooms.env import RoomsEnv
 from clew.envs.rooms.explorer import frontier_action
 from clew.envs.rooms.generator import SIZES, TEST_IDS
 from clew.envs.rooms.layouts import frozen_layouts
-from clew.eval.agents import build_agent
-from clew.eval.metrics import score_episode
-from clew.eval.metrics.optimal_exploitation import (
-    gap_decomposition,
-    redundancy,
-    rooms_exploration_metrics,
-    rooms_gap_metrics,
-    rooms_trace,
-    sample_efficiency,
-)
+from clew.envs.rooms.metrics import rooms_exploration_metrics, rooms_gap_metrics, rooms_trace
+from clew.metrics import score_episode
+from clew.runner.registry import build_agent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rooms_cases import EPISODE_1, EPISODE_2, example_task, random_walk, small_task
@@ -151,7 +145,7 @@ def test_strict_directed_and_seen_ball_variants_bound_the_default():
 
 
 def test_runner_records_are_scored_from_their_actions():
-    from clew.eval.runner import run_episode
+    from clew.runner.episodes import run_episode
 
     task = frozen_task("4x4-b", 4)
     record = asyncio.run(run_episode(build_agent("rooms-random-walk", seed=1), task))

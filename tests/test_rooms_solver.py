@@ -3,8 +3,10 @@
 import math
 
 import pytest
+from clew.envs.measures import Edge, known_graph, optimal_exploitation
 from clew.envs.rooms.env import RoomsEnv
 from clew.envs.rooms.layouts import Layout
+from clew.envs.rooms.metrics import rooms_exploit_generic, rooms_graph
 from clew.envs.rooms.solver import (
     KnownBall,
     best_route,
@@ -12,13 +14,6 @@ from clew.envs.rooms.solver import (
     known_model,
     layout_best_route,
     true_balls,
-)
-from clew.eval.metrics.optimal_exploitation import (
-    Edge,
-    known_graph,
-    optimal_exploitation,
-    rooms_exploit_generic,
-    rooms_graph,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st

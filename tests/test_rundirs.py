@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from clew.agents import memory as memory_module
-from clew.eval.config import ConfigError, EvalConfig
-from clew.eval.evaluate import evaluate
-from clew.eval.merge import merge_shards
-from clew.eval.report import write_report
 from clew.records import RunDir
+from clew.reports.report import write_report
+from clew.runner.config import ConfigError, EvalConfig
+from clew.runner.evaluate import evaluate
+from clew.runner.shards import merge_shards
 from toyenv import line_task, register
 
 register()
@@ -185,7 +185,7 @@ import sys
 sys.path.insert(0, {tests!r})
 import toyenv
 toyenv.register()
-from clew.scripts.cli import main
+from clew.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

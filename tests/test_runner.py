@@ -6,8 +6,8 @@ import json
 import pytest
 from clew.agents.base import BaseAgent, Decision
 from clew.agents.lm.base import LMError
-from clew.eval.runner import RunAborted, run_episode, run_suite
 from clew.records import RunDir
+from clew.runner.episodes import RunAborted, run_episode, run_suite
 from toyenv import ScriptedAgent, line_task, register
 
 register()

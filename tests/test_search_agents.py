@@ -19,7 +19,7 @@ from clew.agents.reflection import Reflector
 from clew.agents.value import SingleValue, ValueCallError
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.registry import register
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
 from clew.search.agent import SearchAgent
 from clew.search.registry import make_algorithm
 from clew.search.tree import tree_from_dict
@@ -326,7 +326,7 @@ def test_frontier_budget_counts_pops():
 # --- heuristic roles on the real grid map ------------------------------------------------------
 def test_heuristic_mcts_on_gridmap_records_trees_and_labels():
     from clew.envs.suites import resolve
-    from clew.eval.agents import build_agent
+    from clew.runner.registry import build_agent
 
     task = resolve("gridmap-mini:test")[0]
     agent = build_agent("mcts", search={"n_simulations": 5}, value={"noise": 0.1}, seed=1)

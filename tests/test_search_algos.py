@@ -10,8 +10,8 @@ import itertools
 import json
 
 import pytest
-from clew.eval.agents import build_agent
-from clew.scripts.cli import main
+from clew.cli.main import main
+from clew.runner.registry import build_agent
 from clew.search.ab_mcts import ABMCTS, ABMCTSConfig, Posterior
 from clew.search.algorithm import Evaluation, SearchResult
 from clew.search.best_of_n import BestOfN, BestOfNConfig
@@ -351,7 +351,7 @@ def test_heuristic_presets_record_trees_that_clew_view_renders(preset, tmp_path,
                                    "textminigrid-v1:test"])
 def test_heuristic_roles_run_on_every_env_family(algorithm, suite):
     from clew.envs.suites import resolve
-    from clew.eval.runner import run_episode
+    from clew.runner.episodes import run_episode
 
     tasks = {}
     for t in resolve(suite):
@@ -382,7 +382,7 @@ def test_lm_roles_with_a_fake_model(algorithm):
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ALGOS)
 def test_lm_roles_with_the_tiny_model(algorithm, lively_model_dir):
-    from clew.eval.runner import run_episode
+    from clew.runner.episodes import run_episode
     from test_search_lm_backends import TASK
 
     agent = build_agent(algorithm, model=f"hf:{lively_model_dir}",
@@ -413,7 +413,7 @@ def test_evaluation_records_reach_the_tree():
 def test_both_appear_in_the_compute_scaling_report(tmp_path):
     import csv
 
-    from clew.eval.report import write_report
+    from clew.reports.report import write_report
 
     runs = []
     for preset in ("mcts-heuristic", "best-of-n-heuristic", "ab-mcts-heuristic"):

@@ -12,8 +12,8 @@ pytest.importorskip("browsergym.miniwob", reason="the web extra is not installed
 
 from clew.envs.browsergym import chromium
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 
 if chromium.chromium_path() is None:
     pytest.skip("no chromium on PATH (make browser installs Debian's)", allow_module_level=True)

@@ -21,9 +21,9 @@ from clew.agents.value import SingleValue
 from clew.envs.base import Task
 from clew.envs.registry import make_for
 from clew.envs.registry import register as register_env
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode, run_suite
 from clew.records import RunDir
+from clew.runner.episodes import run_episode, run_suite
+from clew.runner.registry import build_agent
 from clew.search.agent import SearchAgent
 from clew.search.mcts import MCTSConfig, select
 from clew.search.options import EpisodeOptions

@@ -12,8 +12,8 @@ import asyncio
 import pytest
 from clew.envs.base import Task
 from clew.envs.registry import register
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 from test_search_agents import ToyTreeEnv
 
 

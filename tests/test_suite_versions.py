@@ -62,7 +62,7 @@ def test_superseded_suites_point_to_registered_current_ones():
 
 
 def test_clew_suites_says_which_version_is_current(capsys):
-    from clew.scripts.cli import main
+    from clew.cli.main import main
 
     assert main(["suites"]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}

@@ -8,10 +8,10 @@ from clew.agents.heuristics.random_walk import RandomAgent
 from clew.envs.base import Task
 from clew.envs.textminigrid.generator import generate_task
 from clew.envs.textminigrid.layout import Layout, Mission, Placed, build_level
+from clew.envs.textminigrid.metrics import disagreement, episode_metrics, success_by_level
 from clew.envs.textminigrid.parsing import ACTIONS
-from clew.eval.metrics import metrics_for, score_episode
-from clew.eval.metrics.textminigrid import disagreement, episode_metrics, success_by_level
-from clew.eval.runner import run_episode
+from clew.metrics import metrics_for, score_episode
+from clew.runner.episodes import run_episode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

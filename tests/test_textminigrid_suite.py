@@ -12,8 +12,8 @@ from clew.envs.registry import generate
 from clew.envs.suites import get_suite, resolve
 from clew.envs.textminigrid.bot import difficulty
 from clew.envs.textminigrid.layout import Layout
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 
 
 @pytest.fixture(scope="module")

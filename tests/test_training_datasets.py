@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from clew.cli.main import main
 from clew.envs import registry
-from clew.scripts.cli import main
 from clew.training.datasets import (
     DataConfig,
     build_datasets,

@@ -15,8 +15,8 @@ from clew.agents.distilled import (
 from clew.agents.lm.fake import FakeLM
 from clew.agents.parsing import answer_text
 from clew.envs import registry
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 from clew.training.datasets import History
 from clew.training.flatten import el_turns, flatten_episode, teacher_force
 from training_toys import TreeEnv, raw, worked_example

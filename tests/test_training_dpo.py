@@ -11,9 +11,9 @@ import math
 from pathlib import Path
 
 import pytest
-from clew.eval.config import EvalConfig
-from clew.eval.evaluate import evaluate
-from clew.scripts.cli import main
+from clew.cli.main import main
+from clew.runner.config import EvalConfig
+from clew.runner.evaluate import evaluate
 from clew.training.datasets import DataConfig
 from clew.training.sft import TrainConfig
 from pydantic import ValidationError

@@ -13,9 +13,9 @@ from clew.agents.lm.fake import FakeLM
 from clew.envs.base import Task
 from clew.envs.registry import make_for
 from clew.envs.suites import resolve
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode, run_suite
 from clew.records import RunDir
+from clew.runner.episodes import run_episode, run_suite
+from clew.runner.registry import build_agent
 from clew.search.tree import read_trees
 from clew.training.datasets import DataConfig, build_datasets, is_selected, read_episodes
 from clew.training.flatten import el_turns, flatten_episode, teacher_force

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from clew.agents.lm.base import ChatRequest, Sampling
+from clew.cli.main import main
 from clew.envs import registry
-from clew.scripts.cli import main
 from clew.training.datasets import DataConfig, build_datasets, save_datasets
 from clew.training.sft import (
     EnvBatches,
@@ -44,7 +44,7 @@ def test_weights_become_prompt_and_completion():
 
 
 def test_shipped_configs_are_valid():
-    from clew.eval.config import load_config
+    from clew.runner.config import load_config
 
     for file in sorted(CONFIGS.glob("*.yaml")):
         cfg = load_config(TrainConfig, str(file), [])
@@ -253,7 +253,7 @@ def test_adapter_and_merged_model_give_the_same_greedy_output(trained):
 def test_distilled_agent_runs_the_adapter(trained, monkeypatch):
     """The distilled agent loads hf:BASE+lora:ADAPTER and plays an episode through the runner."""
     from clew.agents.distilled import DistilledAgent
-    from clew.eval.runner import run_episode
+    from clew.runner.episodes import run_episode
     from training_toys import worked_example
 
     monkeypatch.setitem(registry.ENVS, "toy-tree", registry.EnvEntry("training_toys:TreeEnv"))

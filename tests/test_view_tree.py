@@ -6,7 +6,8 @@ import json
 import re
 
 import pytest
-from clew.eval.tree_view import (
+from clew.cli.main import main
+from clew.reports.tree_view import (
     default_out,
     normalise,
     reflection_texts,
@@ -14,7 +15,6 @@ from clew.eval.tree_view import (
     replay_schedule,
     write_view,
 )
-from clew.scripts.cli import main
 from clew.search.tree import TreeFormatError, save_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st

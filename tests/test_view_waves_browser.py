@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from clew.eval.tree_view import normalise, replay_schedule, write_view
+from clew.reports.tree_view import normalise, replay_schedule, write_view
 from clew.search.tree import save_tree
 from report_fixtures import mcts_tree
 

@@ -87,7 +87,7 @@ class ScriptedAgent(BaseAgent):
 
 def register() -> None:
     from clew.envs.registry import register as reg
-    from clew.eval.agents import AGENTS
+    from clew.runner.registry import AGENTS
 
     reg("toy-line", "toyenv:LineEnv")
     AGENTS["toy-scripted"] = "toyenv:ScriptedAgent"

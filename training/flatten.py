@@ -19,7 +19,7 @@ The pipeline for one recorded episode (docs/methods/exploratory-learning.md#teac
 Decisions (spec [D] items and our own):
 
 * Traversal order is the one logged at search time; the target is found by edge identity (docs/methods/exploratory-learning.md#traversals-kept).
-* State ids follow the runner (eval/runner.py, ``episode.path``): every valid forward step gets
+* State ids follow the runner (runner/episodes.py, ``episode.path``): every valid forward step gets
   the next id, a backtrack returns to the id on the current path. This equals docs/methods/exploratory-learning.md#merging-steps's "order of
   first appearance" whenever no node is entered twice by a forward move; when the search walks
   down an earlier branch again, the state gets a new id, as it would at inference.

@@ -26,7 +26,7 @@ chats"), docs/methods/exploratory-learning.md#samples-and-loss-weights (per-turn
 * Output: the adapter (LoRA) or the full model, with the tokenizer, in ``output_dir``;
   ``clew_train.json`` records the config, the base model and the loss curve; checkpoints go to
   ``output_dir/checkpoint-*`` every ``save_steps``. ``merge: true`` also writes a merged model
-  to ``output_dir/merged`` (:mod:`clew.training.merge`) that vLLM serves directly.
+  to ``output_dir/merged`` (:mod:`clew.training.adapters`) that vLLM serves directly.
 
 Decisions: the config is a pydantic model (like the eval config) so a bad field is named in the
 error; ``cpu_threads`` exists because a tiny model's operations are too small for threads:
@@ -506,7 +506,7 @@ def _train(cfg: TrainConfig) -> TrainResult:
                   "losses": losses, "metrics": metrics}
         Path(cfg.output_dir, "clew_train.json").write_text(json.dumps(record, indent=1))
         if cfg.merge and cfg.method == "lora":
-            from clew.training.merge import merge_adapter
+            from clew.training.adapters import merge_adapter
 
             result.merged_dir = merge_adapter(cfg.output_dir, Path(cfg.output_dir) / "merged",
                                               base=base)

@@ -2,7 +2,7 @@
 
 Envs whose action space is not a short list (HillSearch's continuous x, MaxSatSearch's 2^n
 assignments) expose no ``legal_actions``; there the agent asks uniformly random valid queries
-(:class:`~clew.agents.heuristics.explore_exploit.RandomQuery`), so one agent covers every suite.
+(:class:`~clew.agents.heuristics.query_baselines.RandomQuery`), so one agent covers every suite.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class RandomAgent(BaseAgent):
         if not actions:
             query = episode.scratch.get("random_query")
             if query is None:
-                from clew.agents.heuristics.explore_exploit import RandomQuery
+                from clew.agents.heuristics.query_baselines import RandomQuery
 
                 query = episode.scratch["random_query"] = RandomQuery(seed=self.seed)
             return await query.act(episode)

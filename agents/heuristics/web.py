@@ -7,9 +7,9 @@ on a CPU with no weights.
   (a password field shows its text masked), clicks on a box or option that is checked already, and
   the action just taken. These would only undo progress or change nothing: the search sees no
   value before the end, and without them its choice among equal values toggles a box or
-  overwrites a field until the budget runs out. :class:`~clew.agents.heuristics.roles.HeuristicPolicy` gives these uniform
+  overwrites a field until the budget runs out. :class:`~clew.agents.heuristics.search_roles.HeuristicPolicy` gives these uniform
   priors for web envs, whatever its ``prior`` option says.
-* **Value**: the task's own reward at the end: :class:`~clew.agents.heuristics.roles.HeuristicValue`
+* **Value**: the task's own reward at the end: :class:`~clew.agents.heuristics.search_roles.HeuristicValue`
   reads the env's ``progress()``, which for web envs is their grade (1 after success, 0 before
   and after failure), and adds its noise (``value.noise=0`` gives the reward itself).
 

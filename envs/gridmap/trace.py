@@ -4,7 +4,7 @@
   stands on).
 * ``redundancy`` = revisits / valid moves, a revisit being a move into an already visited cell
   (invalid actions are not moves; the grid map's error metric counts them).
-* Backtracks (eval/runner.py): a backtrack the runner accepted restores the world of state
+* Backtracks (runner/episodes.py): a backtrack the runner accepted restores the world of state
   S<k> (position, achieved nodes) and costs one step; it counts as a valid move into an
   already visited cell, so a revisit. What the agent saw stays known: coverage and the
   exploiter's known map are the cells visited at any time of the replay, abandoned branches
@@ -15,7 +15,7 @@
   discovered nodes (their cells and prerequisites are what a visit reveals): a shortest-path
   search over (node, achieved set) with BFS distances inside the visited cells
   (:func:`exploit_cost`; tests check it against the generic solver
-  :func:`clew.eval.metrics.optimal_exploitation.optimal_exploitation`). R^exploit = max_t V_t,
+  :func:`clew.envs.rooms.metrics.optimal_exploitation`). R^exploit = max_t V_t,
   ``exploitable_at`` = the first such t in actions taken (invalid ones included). R^max = the
   same with the whole map and DAG known, from the start (1 on every generated instance we have
   seen).

@@ -42,11 +42,11 @@ import zlib
 from typing import Any
 
 from clew.envs.base import Task
-from clew.envs.oracle_search import hill, maxsat, tree
+from clew.envs.oracle_search import hill, maxsat, treesearch
 from clew.envs.suites import Suite
 
 BUDGETS = {"hill": (36, 48), "tree": (36, 48, 60), "maxsat": (36, 48)}
-GENERATORS = {"hill": hill.generate_task, "tree": tree.generate_task,
+GENERATORS = {"hill": hill.generate_task, "tree": treesearch.generate_task,
               "maxsat": maxsat.generate_task}
 FIXED_SEEDS = {"T-main": 0, "T-alt1": 1, "T-alt2": 2,
                "M-main": 0, "M-alt1": 1, "M-alt2": 2, "M-alt3": 3}
@@ -80,7 +80,7 @@ def e4_params(family: str, seed: int) -> dict[str, Any]:
         return {"k": k, "k_needle": rng.randint(k + 1, k + 2), "alpha_decoy": 0.01,
                 "alpha_needle": 0.008, "j_decoy": 0.1, "j_needle": 0.2, "denominator": "2w"}
     if family == "tree":
-        paper = [tuple(p.values()) for p in tree.FIXED.values()]
+        paper = [tuple(p.values()) for p in treesearch.FIXED.values()]
         while True:
             p = {"r_trap": rng.randint(1, 4), "r_good": rng.randint(1, 4), "b": rng.randint(3, 5),
                  "d_trap": rng.randint(20, 40), "d_good": rng.randint(10, 16)}

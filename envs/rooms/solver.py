@@ -16,7 +16,7 @@ C-th door can still be picked up (docs/methods/envs.md#dark-treasure-rooms, docs
 this is at most a few hundred sequences.
 
 The generic solver for any deterministic budgeted MDP (docs/methods/metric-optimal-exploitation-gap.md#generic-solver) lives in
-``clew.eval.metrics.optimal_exploitation`` (envs may not import eval); tests check both agree.
+``clew.envs.rooms.metrics`` (envs may not import eval); tests check both agree.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@
   counts atomic actions. R^max = 1 when the BabyAI bot solved the task within the step limit
   (``oracle_length``), else when this planner solves it with the whole level known.
   Non-PickUp missions get NaN gaps: the planner knows only how to pick up.
-* Backtracks (eval/runner.py): an accepted backtrack restores state S<k> and counts as one
+* Backtracks (runner/episodes.py): an accepted backtrack restores state S<k> and counts as one
   step (one atomic step of the clock) that returns to a state visited before, so a repeat; a
   refused one costs the step and leaves the agent where it was, also a repeat (as a blocked
   action is). Coverage and the planner's known cells are the cells seen at any time of the

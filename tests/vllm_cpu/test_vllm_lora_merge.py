@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("vllm.sampling_params")  # a stray folder named vllm must not count
 
 from clew.agents.lm.spec import load_model
-from clew.training.merge import merge_adapter
+from clew.training.adapters import merge_adapter
 from vllm_helpers import CHATS, ENGINE, greedy, summary
 
 pytestmark = pytest.mark.vllm

@@ -16,8 +16,8 @@ pytest.importorskip("vllm.sampling_params")  # a stray folder named vllm must no
 
 from clew.envs.base import Task
 from clew.envs.registry import register
-from clew.eval.agents import build_agent
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
+from clew.runner.registry import build_agent
 from vllm_helpers import reflecting_rmcts_mad
 
 sys.path.insert(0, str(Path(__file__).parents[1]))

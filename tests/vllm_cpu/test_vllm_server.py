@@ -24,7 +24,7 @@ from clew.agents.lm.base import ChatRequest, Sampling, request_usage
 from clew.agents.lm.spec import load_model
 from clew.agents.react import ReActAgent
 from clew.envs.registry import generator
-from clew.eval.runner import run_episode
+from clew.runner.episodes import run_episode
 from vllm_helpers import CHATS, greedy, summary
 
 pytestmark = pytest.mark.vllm

@@ -20,11 +20,11 @@ from clew.agents.lm import spec as lm_spec
 from clew.agents.lm.hf import HFModel
 from clew.agents.lm.spec import load_model
 from clew.agents.lm.vllm_backend import LORA_RANKS
+from clew.cli.main import main
 from clew.envs.base import Task
-from clew.eval.agents import build_agent
-from clew.eval.merge import merge_shards
 from clew.records import RunDir
-from clew.scripts.cli import main
+from clew.runner.registry import build_agent
+from clew.runner.shards import merge_shards
 from vllm_helpers import CHATS, ENGINE, greedy, summary
 
 sys.path.insert(0, str(Path(__file__).parents[1]))

@@ -29,9 +29,9 @@ from clew.envs.registry import EnvEntry
 from clew.envs.suites import resolve
 from clew.envs.textminigrid.env import TextMiniGridEnv
 from clew.envs.textminigrid.parsing import ACTIONS
-from clew.eval.evaluate import finalize
-from clew.eval.runner import run_suite
 from clew.records import RunDir
+from clew.runner.episodes import run_suite
+from clew.runner.evaluate import finalize
 from vllm_helpers import ENGINE, reflecting_rmcts_mad
 
 pytestmark = pytest.mark.vllm

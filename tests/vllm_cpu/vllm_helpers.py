@@ -36,7 +36,7 @@ def summary(completions) -> list[tuple]:
 def reflecting_rmcts_mad(model, max_tokens: int, n_samples_min: int, memory: dict):
     """R-MCTS_MAD at the smallest settings that still call every role (two simulations, two
     children, one judge sample per order), every step eligible for a reflection (thresholds -1)."""
-    from clew.eval.agents import build_agent
+    from clew.runner.registry import build_agent
 
     return build_agent(
         "rmcts-mad", model=model,

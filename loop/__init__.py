@@ -1,0 +1,1 @@
+"""clew.loop: ``clew loop``, search -> data -> train -> evaluate in rounds (docs/methods/loop.md)."""

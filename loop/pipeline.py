@@ -1,0 +1,594 @@
+"""``clew loop``: the closed loop as one command, in rounds (docs/methods/loop.md).
+
+A round searches the train tasks, turns the trees into Exploratory Learning (EL) and Imitation
+Learning (IL) chat data, fine-tunes a model on each, and evaluates the checkpoints on the test
+tasks beside the baselines, with every metric. A later round may search with the model the
+round before trained (expert iteration: ``next_search``). Everything a round writes is a run
+directory or a folder of its own under ``out/round-<r>/``; baselines, evaluated once, live in
+``out/baselines/``; the comparison is ``out/report.md`` (and ``clew report`` pages with plots
+per family under ``out/report/``).
+
+Tasks are grouped into **families** (one table each). A family names the envs it holds and
+its own settings: the action cap (``max_steps``; unset = the env's own budget), repeats, extra
+options of the search, the history its samples and distilled prompts keep (``history``; unset =
+the data's ``elide_*`` and the agents' own options), and one line saying what a reader should
+see in its table. The loop writes each family's train and test tasks to ``out/tasks/`` once, so
+every stage of every round plays exactly the same tasks.
+
+One EL and one IL model learn from every family's samples; with ``model_per_family`` each
+family gets its own pair, trained on its envs' samples alone (with the family's ``train`` options
+on top of the loop's), and its agents use them. A family without samples then has no model.
+
+Placeholders in agent options: ``{el}`` and ``{il}`` name the folders of this round's EL and IL
+models in ``round_agents`` (with ``model_per_family``: the family's), and those of the previous
+round in ``next_search``; ``{out}`` is the loop's folder.
+
+Resume: ``state.json`` lists the stages that finished; ``--resume`` skips them, reruns a data or
+training stage that did not finish from scratch, and resumes an unfinished evaluation in its run
+directory (as ``clew eval --resume`` does). The config of a loop is stored in ``loop.yaml``; a
+resumed loop must have the same config except ``rounds``, which may grow.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from clew.metrics.summary import aggregate, summary_table
+from clew.records import atomic_write_json, atomic_write_text
+from clew.runner.config import ConfigError, EvalConfig, deep_merge, load_yaml, validate
+from clew.runner.evaluate import evaluate
+from clew.training.datasets import History
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class AgentSpec(BaseModel):
+    """An agent the loop runs: a registered name or preset, its options, its name in tables."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str
+    agent: str
+    agent_options: dict[str, Any] = Field(default_factory=dict)
+    about: str = Field("", description="what this agent is, in one line of the report")
+    test_repeats: int | None = Field(
+        None, ge=1, description="episodes per test task for this agent; unset = the family's")
+
+
+class Family(BaseModel):
+    """A group of envs with one table and its own settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    envs: list[str] = Field(..., min_length=1, description="env names (task.env) it holds")
+    max_steps: int | None = Field(None, ge=1, description="action cap; unset = the env's budget")
+    train_suite: str | None = Field(
+        None, description="this family's search tasks from another suite (e.g. more generated "
+                          "tasks); unset = the loop's train_suite")
+    train_repeats: int = Field(1, ge=1, description="search episodes per train task")
+    test_repeats: int = Field(1, ge=1, description="episodes per test task and agent")
+    search_options: dict[str, Any] = Field(
+        default_factory=dict, description="merged into the search agent's options here")
+    env_options: dict[str, Any] = Field(
+        default_factory=dict, description="the envs' options for every agent of this family "
+                                          "(e.g. textminigrid prompt: obs, a shorter prompt)")
+    history: History | None = Field(
+        None, description="the history this family's samples keep and its distilled agents "
+                          "send (the same by construction); unset = data's elide_* fields")
+    train: dict[str, Any] = Field(
+        default_factory=dict, description="clew train options of this family's models, on top of "
+                                          "the loop's train (model_per_family only)")
+    note: str = Field("", description="one line under the table: what to read in it")
+
+
+class LoopConfig(BaseModel):
+    """What ``clew loop`` runs; see the module docstring."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out: str = "runs/loop"
+    rounds: int = Field(1, ge=1)
+    train_suite: str = "exploration-v1:train"
+    test_suite: str = "exploration-v1:test"
+    families: list[Family] = Field(..., min_length=1)
+    limit_train: int | None = Field(None, ge=1, description="first N train tasks per family")
+    limit_test: int | None = Field(None, ge=1, description="first N test tasks per family")
+    limit_repeats: int | None = Field(
+        None, ge=1, description="caps every repeat count at N (a smoke run of a large config)")
+    limit_test_steps: int | None = Field(
+        None, ge=1, description="caps the action cap of every test episode at N (a smoke run; "
+                                "the search that makes the data keeps its families' caps)")
+    concurrency: int = Field(4, ge=1)
+    search: AgentSpec
+    next_search: AgentSpec | None = Field(
+        None, description="the searcher of rounds 2.. ({el}: the round before's EL model); "
+                          "unset = search")
+    data: dict[str, Any] = Field(default_factory=dict,
+                                 description="clew data options (runs and out are the loop's)")
+    accumulate_data: bool = Field(True, description="train on the data of every round so far")
+    distill: list[Literal["el", "il"]] = Field(default_factory=lambda: ["el", "il"])
+    model_per_family: bool = Field(
+        False, description="a model per family and format, trained on that family's samples "
+                           "alone; false: one model per format learns every family")
+    train: dict[str, Any] = Field(
+        default_factory=dict, description="clew train options; 'preset' names a train preset "
+                                          "they go on top of (data and output_dir are the loop's)")
+    train_jobs: int = Field(
+        1, ge=1, description="models trained at once, each in a process of its own (the tiny "
+                             "model trains on one core: 2 on a 2-core machine)")
+    tiny_tokenizer: Literal["builtin", "data"] = Field(
+        "data", description="a tiny: base model not built yet gets its tokenizer trained on the "
+                            "first round's chats (data) or on clew's built-in lines")
+    context_tokens: int | None = Field(
+        1024, ge=64, description="the model's context at training (max_length) and for every "
+                                 "distilled agent at evaluation (context_tokens): the same")
+    baselines: list[AgentSpec] = Field(default_factory=list)
+    round_agents: list[AgentSpec] = Field(default_factory=list)
+    note: str = Field("", description="printed under the agent list of the report")
+    parse_failure_rate: float | None = Field(
+        None, ge=0, le=1, description="as in clew eval; null: tiny models answer out of format "
+                                      "part of the time, which is reported, not a reason to stop")
+
+    @model_validator(mode="after")
+    def _families_apart(self) -> LoopConfig:
+        seen: dict[str, str] = {}
+        for fam in self.families:
+            for env in fam.envs:
+                if env in seen:
+                    raise ValueError(f"families: env {env!r} is in both {seen[env]!r} and "
+                                     f"{fam.name!r}")
+                seen[env] = fam.name
+        for i, fam in enumerate(self.families):
+            if fam.train and not self.model_per_family:
+                raise ValueError(f"families.{i}.train: read only with model_per_family: true "
+                                 "(otherwise one model learns every family: set the loop's train)")
+        names = [s.label for s in (*self.baselines, *self.round_agents)]
+        if len(set(names)) != len(names):
+            raise ValueError("baselines/round_agents: every label must be unique")
+        return self
+
+    def comparable(self) -> dict[str, Any]:
+        """What must not change when a loop resumes (``rounds`` may grow; ``train_jobs`` and
+        ``concurrency`` change only how fast it goes)."""
+        return self.model_dump(exclude={"rounds", "out", "train_jobs", "concurrency"})
+
+
+# --- set-up -------------------------------------------------------------------------------------
+def fill(obj: Any, values: dict[str, str]) -> Any:
+    """``obj`` with ``{name}`` placeholders in its strings replaced (mappings and lists walked)."""
+    if isinstance(obj, str):
+        for name, value in values.items():
+            obj = obj.replace("{" + name + "}", value)
+        return obj
+    if isinstance(obj, dict):
+        return {k: fill(v, values) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [fill(v, values) for v in obj]
+    return obj
+
+
+def with_history(options: dict[str, Any], agent: str, history: History) -> dict[str, Any]:
+    """``options`` of an agent that prompts a trained model (``distilled``, or a search with a
+    ``distilled_policy``) with its context set to ``history``; other agents' as they are."""
+    if agent == "distilled":
+        return {**options, **history.agent_options()}
+    if isinstance(options.get("distilled_policy"), dict):
+        return {**options, "distilled_policy": {**options["distilled_policy"],
+                                                **history.agent_options()}}
+    return options
+
+
+def task_sets(cfg: LoopConfig) -> dict[tuple[str, str], list]:
+    """Each family's train and test tasks; a config error before anything is written."""
+    from clew.envs.suites import resolve
+
+    def tasks_of(spec: str, field: str):
+        try:
+            return resolve(spec)
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(f"{field}: {exc.args[0]}") from None
+
+    sets: dict[tuple[str, str], list] = {}
+    claimed = {env for fam in cfg.families for env in fam.envs}
+    for split, spec, limit in (("train", cfg.train_suite, cfg.limit_train),
+                               ("test", cfg.test_suite, cfg.limit_test)):
+        tasks = tasks_of(spec, f"{split}_suite")
+        envs = {t.env for t in tasks}
+        if envs - claimed:
+            raise ConfigError(f"families: {spec} has env(s) {sorted(envs - claimed)} that no "
+                              "family names")
+        for i, fam in enumerate(cfg.families):
+            own = fam.train_suite if split == "train" else None
+            pool = tasks_of(own, f"families.{i}.train_suite") if own else tasks
+            chosen = [t for t in pool if t.env in fam.envs][:limit]
+            if not chosen:
+                raise ConfigError(f"families: {fam.name!r} has no task in {own or spec}")
+            sets[fam.name, split] = chosen
+    return sets
+
+
+def write_task_files(sets: dict[tuple[str, str], list], out: Path) -> dict[tuple[str, str], Path]:
+    """Each family's tasks as ``out/tasks/<family>-<split>.jsonl``."""
+    files = {}
+    for (name, split), tasks in sets.items():
+        path = files[name, split] = out / "tasks" / f"{name}-{split}.jsonl"
+        atomic_write_text(path, "".join(json.dumps(t.to_dict()) + "\n" for t in tasks))
+    return files
+
+
+def train_config(cfg: LoopConfig, data: Path, output: Path, out: Path,
+                 fam: Family | None = None):
+    """The training config of one model: the preset, the loop's ``train``, the family's ``train``
+    and its envs (a model of one family), the loop's paths."""
+    from clew.training.sft import TrainConfig
+
+    options = dict(cfg.train)
+    preset = options.pop("preset", None)
+    base = load_yaml(preset, presets="train") if preset else {}
+    options = deep_merge(base, fill(options, {"out": str(out)}))
+    where = "train"
+    if fam is not None:
+        options = deep_merge(options, fill(fam.train, {"out": str(out)}))
+        options["envs"] = list(fam.envs)
+        where = f"families ({fam.name}).train"
+    options.update(data=str(data), output_dir=str(output))
+    if cfg.context_tokens:
+        options["max_length"] = cfg.context_tokens
+    return validate(TrainConfig, options, where)
+
+
+def train_model(options: dict[str, Any]) -> dict[str, Any]:
+    """Train one model from its validated ``TrainConfig`` (as a dict: it may cross to another
+    process); the first and last logged loss."""
+    from clew.training.sft import TrainConfig, train
+
+    cfg = TrainConfig.model_validate(options)
+    shutil.rmtree(cfg.output_dir, ignore_errors=True)   # a stage that did not finish restarts
+    losses = train(cfg).losses
+    return {"first_loss": losses[0] if losses else None,
+            "last_loss": losses[-1] if losses else None, "logged": len(losses)}
+
+
+# --- stages -------------------------------------------------------------------------------------
+class Loop:
+    """One loop's folder, its state and its stages (what :func:`run_loop` drives)."""
+
+    def __init__(self, cfg: LoopConfig, say: Callable[[str], None] = print):
+        self.cfg, self.say = cfg, say
+        self.out = Path(cfg.out)
+        self.state_file = self.out / "state.json"
+        self.state: dict[str, Any] = {"done": {}}
+        self.tasks: dict[tuple[str, str], Path] = {}
+
+    def open(self, resume: bool) -> None:
+        sets = task_sets(self.cfg)
+        for group in self.groups() if self.cfg.distill else []:
+            train_config(self.cfg, Path("-"), Path("-"), self.out, group)  # its errors up front
+        stored = self.out / "loop.yaml"
+        if stored.exists():
+            if not resume:
+                raise ConfigError(f"out: {self.out} already holds a loop; add --resume to go on "
+                                  "with it, or choose another --out")
+            old = LoopConfig.model_validate(load_yaml(stored)).comparable()
+            now = self.cfg.comparable()
+            if old != now:
+                changed = sorted(k for k, v in now.items() if old.get(k) != v)
+                raise ConfigError(f"--resume: the config differs from {stored} in "
+                                  f"{', '.join(changed)} (only rounds may change)")
+            if self.state_file.exists():
+                self.state = json.loads(self.state_file.read_text())
+        elif self.out.exists() and any(self.out.iterdir()):
+            raise ConfigError(f"out: {self.out} exists and holds no loop; choose another --out")
+        import yaml
+
+        atomic_write_text(stored, yaml.safe_dump(self.cfg.model_dump(), sort_keys=False))
+        self.tasks = write_task_files(sets, self.out)
+
+    def stage(self, key: str, what: str, work: Callable[[], Any]) -> Any:
+        """Run ``work`` unless the stage ``key`` finished before; record it when it finishes."""
+        done = self.state["done"]
+        if key in done:
+            self.say(f"{what}: done before, skipped")
+            return done[key].get("result")
+        self.say(what)
+        t0 = time.perf_counter()
+        result = work()
+        done[key] = {"seconds": round(time.perf_counter() - t0, 1), "result": result}
+        atomic_write_json(self.state_file, self.state)
+        return result
+
+    def run_agent(self, spec: AgentSpec, fam: Family, split: str, run: Path) -> str:
+        options = spec.agent_options
+        if spec is self.cfg.search or spec is self.cfg.next_search:
+            options = deep_merge(options, fam.search_options)
+        options = {"label": spec.label, **options} if spec.agent != "random" else options
+        if fam.history:  # the model answers on the context it was trained on
+            options = with_history(options, spec.agent, fam.history)
+        if spec.agent == "distilled" and self.cfg.context_tokens:
+            options = {"context_tokens": self.cfg.context_tokens, **options}
+        max_steps = fam.max_steps
+        if split == "test" and self.cfg.limit_test_steps:
+            max_steps = min(max_steps or self.cfg.limit_test_steps, self.cfg.limit_test_steps)
+        cfg = EvalConfig(
+            agent=spec.agent, agent_options=options, suite=str(self.tasks[fam.name, split]),
+            out=str(run), concurrency=self.cfg.concurrency, max_steps=max_steps,
+            env_options=fam.env_options,
+            repeats=min(fam.train_repeats if split == "train" else
+                        spec.test_repeats or fam.test_repeats, self.cfg.limit_repeats or 10**9),
+            resume=(run / "config.yaml").exists(), parse_failure_rate=self.cfg.parse_failure_rate)
+        evaluate(cfg, progress=False)
+        return str(run)
+
+    def search(self, r: int) -> list[str]:
+        cfg = self.cfg
+        spec = cfg.search if r == 1 or cfg.next_search is None else cfg.next_search
+        runs = []
+        for fam in cfg.families:
+            this = spec
+            if r > 1:
+                models = self.models(r - 1, fam)
+                missing = [k for k, path in models.items()
+                           if "{" + k + "}" in json.dumps(spec.agent_options)
+                           and not (Path(path) / "config.json").exists()]
+                if missing:
+                    raise ConfigError(f"next_search: round {r} searches {fam.name} with the "
+                                      f"{'/'.join(missing)} model of round {r - 1}, which was not "
+                                      "trained (no samples: see its data/export_report.json)")
+                this = spec.model_copy(update={"agent_options": fill(
+                    spec.agent_options, models | {"out": str(self.out)})})
+            run = self.out / f"round-{r}" / "search" / fam.name
+            runs.append(self.stage(f"r{r}/search/{fam.name}",
+                                   f"round {r} search: {spec.label} on {fam.name} (train)",
+                                   lambda s=this, f=fam, p=run: self.run_agent(s, f, "train", p)))
+        return runs
+
+    def data(self, r: int, runs: list[str]) -> dict[str, int]:
+        from clew.training.datasets import DataConfig, build_datasets, save_datasets
+
+        folder = self.out / f"round-{r}" / "data"
+
+        def work() -> dict[str, int]:
+            shutil.rmtree(folder, ignore_errors=True)
+            options = {"allow_empty": True, **self.cfg.data, "runs": runs}
+            by_env = {env: fam.history.model_dump() for fam in self.cfg.families
+                      if fam.history for env in fam.envs}
+            if by_env:
+                options["env_history"] = {**options.get("env_history", {}), **by_env}
+            data_cfg = validate(DataConfig, options, "data")
+            datasets, report = build_datasets(data_cfg)
+            save_datasets(datasets, report, folder)
+            return {name: ds.num_rows for name, ds in datasets.items()}
+
+        return self.stage(f"r{r}/data", f"round {r} data: trees -> EL and IL chats", work)
+
+    def groups(self) -> list[Family | None]:
+        """Who gets models: each family (``model_per_family``), or all of them at once (None)."""
+        return list(self.cfg.families) if self.cfg.model_per_family else [None]
+
+    def models(self, r: int, fam: Family | None = None) -> dict[str, str]:
+        """The folders of round ``r``'s EL and IL models that ``fam``'s agents use."""
+        folder = self.out / f"round-{r}" / "models"
+        if self.cfg.model_per_family and fam is not None:
+            folder = folder / fam.name
+        return {kind: str(folder / kind) for kind in ("el", "il")}
+
+    def train(self, r: int, sizes: dict[str, int]) -> dict[str, list[str]]:
+        """Fine-tune a model per ``distill`` kind (and per family with ``model_per_family``);
+        with ``train_jobs`` > 1 they train at once, each in a spawned process (a fork would
+        inherit torch's threads and locks); a stage whose turn comes waits for its process.
+        Returns the kinds trained per family name."""
+        self.build_tiny(r, sizes)
+        data = self.out / f"round-{r}" / "data"
+        per_env = self.samples_per_env(data, sizes) if self.cfg.model_per_family else {}
+        jobs = []
+        for group in self.groups():
+            counts = dict(sizes) if group is None else {
+                subset: sum(n for env, n in by_env.items() if env in group.envs)
+                for subset, by_env in per_env.items()}
+            name = "" if group is None else f"{group.name} "
+            for kind in self.cfg.distill:
+                subset = "el" if kind == "el" else "il_all"
+                if not counts.get(subset):
+                    self.say(f"round {r} train: no {name}{subset} samples, no {name}"
+                             f"{kind.upper()} model")
+                    continue
+                cfg = train_config(self.cfg, data / subset, Path(self.models(r, group)[kind]),
+                                   self.out, group)
+                key = f"r{r}/train/{kind}" if group is None else f"r{r}/train/{group.name}/{kind}"
+                what = f"round {r} train: {name}{kind.upper()} model on {counts[subset]} samples"
+                jobs.append((group, kind, key, cfg.model_dump(mode="json"), what))
+        pending = [job for job in jobs if job[2] not in self.state["done"]]
+        pool, started = None, {}
+        if self.cfg.train_jobs > 1 and len(pending) > 1:
+            import multiprocessing
+
+            at_once = min(self.cfg.train_jobs, len(pending))
+            pool = multiprocessing.get_context("spawn").Pool(at_once)
+            started = {key: pool.apply_async(train_model, (options,))
+                       for _, _, key, options, _ in pending}
+            self.say(f"round {r} train: {len(started)} models, {at_once} at once, a process each")
+        trained: dict[str, list[str]] = {fam.name: [] for fam in self.cfg.families}
+        try:
+            for group, kind, key, options, what in jobs:
+                work = ((lambda a=started[key]: a.get()) if key in started
+                        else (lambda o=options: train_model(o)))
+                res = self.stage(key, what, work)
+                for fam in self.cfg.families if group is None else [group]:
+                    trained[fam.name].append(kind)
+                if res.get("first_loss") is not None:
+                    self.say(f"    loss {res['first_loss']:.2f} -> {res['last_loss']:.2f} "
+                             f"({res['logged']} logged steps)")
+        except BaseException:
+            if pool:
+                pool.terminate()   # an interrupted or failed loop leaves no training behind
+            raise
+        finally:
+            if pool:
+                pool.close()
+                pool.join()
+        return trained
+
+    @staticmethod
+    def samples_per_env(data: Path, sizes: dict[str, int]) -> dict[str, Counter]:
+        """Each trained subset's samples counted by env (each dataset read once)."""
+        from clew.training.datasets import load_chat_dataset
+
+        return {subset: Counter(load_chat_dataset(data / subset)["env"])
+                for subset in ("el", "il_all") if sizes.get(subset)}
+
+    def build_tiny(self, r: int, sizes: dict[str, int]) -> None:
+        """Build a ``tiny:`` base model that does not exist yet, its tokenizer trained on this
+        round's chats (``tiny_tokenizer: data``; docs/methods/loop.md#compact-samples)."""
+        from clew.agents.lm.tiny import build_tiny_model
+        from clew.training.datasets import load_chat_dataset
+
+        model = str(train_config(self.cfg, Path("-"), Path("-"), self.out).model)
+        if not model.startswith("tiny:") or self.cfg.tiny_tokenizer != "data":
+            return
+        path = Path(model.removeprefix("tiny:"))
+        if (path / "clew_tiny.json").exists():
+            return
+        texts = []
+        for subset in ("el", "il_all"):
+            folder = self.out / f"round-{r}" / "data" / subset
+            if sizes.get(subset):  # an empty saved dataset does not load
+                texts += [m["content"] for row in load_chat_dataset(folder)
+                          for m in row["messages"]]
+        if texts:
+            self.say(f"    tiny base model: tokenizer trained on {len(texts)} chat turns")
+            build_tiny_model(path, corpus=texts)
+
+    def evaluate_all(self, r: int | None, specs: list[AgentSpec],
+                     trained: dict[str, list[str]]) -> None:
+        where = "baselines" if r is None else f"round-{r}"
+        for spec in specs:
+            needs = [k for k in ("el", "il") if "{" + k + "}" in json.dumps(spec.agent_options)]
+            for fam in self.cfg.families:
+                if r is not None and any(k not in trained.get(fam.name, []) for k in needs):
+                    self.say(f"{where} evaluate: {spec.label} on {fam.name} needs the "
+                             f"{'/'.join(needs)} model, which this round did not train; skipped")
+                    continue
+                values = {"out": str(self.out)} | ({} if r is None else self.models(r, fam))
+                this = spec.model_copy(update={"agent_options": fill(spec.agent_options, values)})
+                run = self.out / where / "eval" / spec.label / fam.name
+                self.stage(f"{where}/eval/{spec.label}/{fam.name}",
+                           f"{where} evaluate: {spec.label} on {fam.name} (test)",
+                           lambda s=this, f=fam, p=run: self.run_agent(s, f, "test", p))
+
+    def rows(self) -> dict[str, list[tuple[str, Path]]]:
+        """Per family, the (name, run) pairs evaluated so far: baselines, then round by round."""
+        out: dict[str, list[tuple[str, Path]]] = {f.name: [] for f in self.cfg.families}
+        for where, prefix in [("baselines", "")] + [(f"round-{r}", f"r{r} ")
+                                                    for r in range(1, self.cfg.rounds + 1)]:
+            for spec in (self.cfg.baselines if where == "baselines" else self.cfg.round_agents):
+                for fam in self.cfg.families:
+                    run = self.out / where / "eval" / spec.label / fam.name
+                    if (run / "episodes.jsonl").exists():
+                        out[fam.name].append((prefix + spec.label, run))
+        return out
+
+
+def report(loop: Loop) -> str:
+    """The loop's comparison: one table per family with its note, and the timing."""
+    from clew.records import RunDir
+
+    cfg = loop.cfg
+    title = (f"# clew loop: {cfg.rounds} round(s); search on {cfg.train_suite}, evaluation on "
+             f"{cfg.test_suite}\n")
+    lines = [title]
+    what = [f"  {s.label:18s} {s.about or s.agent + ' ' + json.dumps(s.agent_options)}"
+            for s in (*cfg.baselines, *cfg.round_agents)]
+    lines += ["Agents (rN = trained in round N):", *what, ""]
+    if cfg.note:
+        lines += [cfg.note, ""]
+    evaluated = loop.rows()
+    for fam in cfg.families:
+        rows = [(name, aggregate(RunDir(run).episodes())) for name, run in evaluated[fam.name]]
+        cap = f"at most {fam.max_steps} actions" if fam.max_steps else "the env's own budget"
+        lines.append(f"## {fam.name}  ({', '.join(fam.envs)}; {cap} per episode)\n")
+        if fam.note:
+            lines.append(f"{fam.note}\n")
+        for r in range(1, cfg.rounds + 1) if cfg.model_per_family else []:
+            missing = [k.upper() for k, path in loop.models(r, fam).items()
+                       if k in cfg.distill and not (Path(path) / "config.json").exists()]
+            if missing and (loop.out / f"round-{r}" / "data").exists():
+                lines.append(f"Round {r} trained no {'/'.join(missing)} model of this family: its "
+                             f"search gave no samples (round-{r}/data/export_report.json).\n")
+        if rows:
+            lines.append(summary_table(rows))
+            lines += against_random(rows)
+    seconds: dict[str, float] = {}
+    for key, entry in loop.state["done"].items():
+        kind = key.split("/")[1] if key.startswith(("r", "baselines")) else key
+        seconds[kind] = seconds.get(kind, 0.0) + entry["seconds"]
+    lines.append("Stage time: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()))
+    return "\n".join(lines) + "\n"
+
+
+def html_reports(loop: Loop) -> None:
+    """``clew report`` pages (tables and plots) per family over every evaluated agent."""
+    from clew.reports.report import ReportError, write_report
+
+    for fam, rows in loop.rows().items():
+        if len(rows) < 2:
+            continue
+        try:
+            write_report([run for _, run in rows], loop.out / "report" / fam)
+        except ReportError as exc:  # a report is a view: the loop's results stay
+            loop.say(f"report for {fam} not written: {exc}")
+
+
+def run_loop(cfg: LoopConfig, *, resume: bool = False, say: Callable[[str], None] = print,
+             html: bool = True) -> Loop:
+    """Every round of ``cfg`` (stages that finished before are skipped on resume)."""
+    loop = Loop(cfg, say)
+    loop.open(resume)
+    start = time.perf_counter()
+    loop.evaluate_all(None, cfg.baselines, {})
+    all_runs: list[str] = []
+    for r in range(1, cfg.rounds + 1):
+        runs = loop.search(r)
+        all_runs += runs
+        sizes = loop.data(r, all_runs if cfg.accumulate_data else runs)
+        say(f"    samples: {sizes}")
+        trained = loop.train(r, sizes)
+        loop.evaluate_all(r, cfg.round_agents, trained)
+    text = report(loop)
+    atomic_write_text(loop.out / "report.md", text)
+    if html:
+        html_reports(loop)
+    say(f"loop finished in {time.perf_counter() - start:.0f} s; report: {loop.out}/report.md")
+    return loop
+
+
+def against_random(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """One line per other agent: its headline number against the ``random`` row's, in standard
+    errors (success where the family defines it, else normalised reward)."""
+    base = dict(rows).get("random")
+    if base is None:
+        return []
+    key = "success" if math.isfinite(base["mean"].get("success", math.nan)) else \
+        "normalized_reward"
+    parts = []
+    for name, agg in rows:
+        if name != "random":
+            d = agg["mean"].get(key, math.nan) - base["mean"].get(key, math.nan)
+            z = standard_errors_apart(agg, base, key)
+            zs = f"{z:+.1f} SE" if math.isfinite(z) else "SE undefined"
+            parts.append(f"{name} {d:+.3f} ({zs})")
+    return [f"Against random ({key}): " + "; ".join(parts) + "\n"] if parts else []
+
+
+def standard_errors_apart(a: dict[str, Any], b: dict[str, Any], key: str) -> float:
+    """(mean_a - mean_b) / sqrt(se_a² + se_b²) for ``key``: how many standard errors apart."""
+    ma, mb = a["mean"].get(key, math.nan), b["mean"].get(key, math.nan)
+    sa, sb = a["stderr"].get(key, math.nan), b["stderr"].get(key, math.nan)
+    se = math.sqrt(sa * sa + sb * sb) if math.isfinite(sa) and math.isfinite(sb) else math.nan
+    return (ma - mb) / se if se else math.nan
