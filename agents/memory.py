@@ -25,7 +25,7 @@ Decisions:
 * Index: ``IndexFlatIP`` on unit vectors = cosine; entries keyed by row = record id.
 * ``score_mode="cosine"`` or ``"langchain_compat"`` (score = 2·cos − 1, the code's relevance);
   results under ``min_score`` are dropped, then the top ``m`` kept; every score is returned.
-  ``min_score`` unset: the env family's calibrated cut (:data:`FAMILY_MIN_SCORE`).
+  ``min_score`` unset: the env family's calibrated cut (``Env.memory_min_score``).
 * Keys: :func:`memory_key` of the env's compact view of task and observation
   (``Env.memory_view``), so the family's generic instructions do not dominate the embedding.
 * Order: a record written in an ordered run carries ``order`` (run, wave, position, seq; the
@@ -83,17 +83,9 @@ def memory_key(view: str, final_action: str | None = None) -> str:
     return view if final_action is None else f"{view}\nAction:\n{final_action}"
 
 
-#: ``memory.min_score`` per env family when the options leave it unset: calibrated on logged
-#: retrieval scores (docs/methods/reflection-memory.md#scores, benchmarks/memory_scores.py)
-FAMILY_MIN_SCORE: dict[str, float] = {
-    "gridmap": 0.97, "rooms": 0.83, "textminigrid": 0.90,
-    "hill": 0.93, "tree": 0.95, "maxsat": 0.96,
-}
+#: ``memory.min_score`` when neither the options nor the env family (``Env.memory_min_score``,
+#: calibrated on logged retrieval scores: docs/methods/reflection-memory.md#scores) give one
 DEFAULT_MIN_SCORE = 0.25
-
-
-def family_min_score(family: str | None) -> float:
-    return FAMILY_MIN_SCORE.get(family or "", DEFAULT_MIN_SCORE)
 
 
 # --- embeddings --------------------------------------------------------------------------------
@@ -484,7 +476,7 @@ class ReflectionMemory:
     (shared per process) with its own retrieval options (docs/methods/reflection-memory.md).
 
     ``min_score`` None: the cut calibrated for the env family of the episode
-    (:data:`FAMILY_MIN_SCORE`, else 0.25).
+    (``Env.memory_min_score``, else :data:`DEFAULT_MIN_SCORE`).
     """
 
     def __init__(self, directory: str | Path, embedding_model: str = DEFAULT_EMBEDDING,
@@ -506,11 +498,12 @@ class ReflectionMemory:
     pending = property(lambda self: self.stores.pending)
 
     def begin_task(self, order: EpisodeOrder | None = None,
-                   family: str | None = None) -> MemoryView:
+                   family_cut: float | None = None) -> MemoryView:
         """The view of a new task: without ``order``, what was written before now; with it, the
         records of earlier runs and of its run's earlier waves. Records written later stay
-        invisible to it."""
-        cut = self.min_score if self.min_score is not None else family_min_score(family)
+        invisible to it. Its cut is the options' ``min_score``, else ``family_cut`` (the env's
+        ``memory_min_score``), else :data:`DEFAULT_MIN_SCORE`."""
+        cut = next(c for c in (self.min_score, family_cut, DEFAULT_MIN_SCORE) if c is not None)
         run = self.stores.run_index(order.run) if order is not None else None
         wave = order.wave if order is not None else 0
         return MemoryView(self.policy.visible(run, wave), self.value.visible(run, wave), cut)

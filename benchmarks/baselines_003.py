@@ -50,23 +50,18 @@ PARAMS = {"hillsearch": "α=0.8, β=0.05", "treesearch": "τ=4", "maxsatsearch":
 def _best_found_only():
     """Score episodes with the best-found metric alone while inside; restore the registry after.
 
-    The table needs r = R/OPT; the other registered metrics of these envs (coverage,
-    redundancy) take about two thirds of an episode's time and are not reported here.
+    The table needs r = R/OPT (the family's own metric); the metrics that travel (coverage,
+    redundancy, gap) take about two thirds of an episode's time and are not reported here.
     """
     from clew import metrics
 
-    registry = getattr(metrics, "METRICS", None)
-    if not (isinstance(registry, dict) and "best_found" in registry):
-        yield
-        return
-    saved = dict(registry)
-    for name in [n for n in registry if n != "best_found"]:
-        del registry[name]
+    saved = dict(metrics.METRICS)      # the registered ones; best_found is the family's own
+    metrics.METRICS.clear()
     try:
         yield
     finally:
-        registry.clear()
-        registry.update(saved)
+        metrics.METRICS.clear()
+        metrics.METRICS.update(saved)
 
 
 def _rewards(agent_name: str, task_json: str, runs: int) -> list[float]:

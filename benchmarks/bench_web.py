@@ -34,7 +34,7 @@ def _timed(fn) -> float:
 
 def _keeps_running(env) -> str:
     """A fill, else a click on a field or box: actions that do not end a MiniWoB++ task."""
-    from clew.agents.heuristics.web import candidate_actions
+    from clew.envs.browsergym.candidates import candidate_actions
 
     roles = {e["bid"]: e["role"] for e in env.observation().info["elements"]}
     for action in candidate_actions(env):
@@ -45,7 +45,7 @@ def _keeps_running(env) -> str:
 
 
 def measure(name: str, soft_reset: bool = True) -> dict[str, list[float]]:
-    from clew.agents.heuristics.web import candidate_actions
+    from clew.envs.browsergym.candidates import candidate_actions
     from clew.envs.browsergym.env import BrowserGymEnv
     from clew.envs.registry import generate
 

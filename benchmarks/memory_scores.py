@@ -53,7 +53,7 @@ def quantiles(xs: list[float]) -> dict[str, float]:
 def logged_scores(run: Path, families: dict[str, str]
                   ) -> tuple[list[float], list[float], dict[str, list[float]]]:
     """Best and all logged scores, and the best ones by env family (``families``: env name ->
-    ``Env.family``, the key of ``FAMILY_MIN_SCORE``)."""
+    ``Env.family``; its cut is the env class's ``memory_min_score``)."""
     best, every, by_family = [], [], {}
     for file in sorted((run / "trees").rglob("*.json.gz")):
         tree = json.loads(gzip.decompress(file.read_bytes()))

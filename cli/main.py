@@ -255,9 +255,9 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_suites(args: argparse.Namespace) -> int:
-    from clew.envs.suites import SUITES, current_suite, get_suite
+    from clew.envs.suites import current_suite, get_suite, suite_builders
 
-    for name in sorted(SUITES):
+    for name in sorted(suite_builders()):
         try:
             suite = get_suite(name)
             sizes = ", ".join(f"{k}={len(v)}" for k, v in suite.splits.items())

@@ -32,6 +32,9 @@ not care; callers use these names directly (no ``getattr``). An env overrides on
 ``steps_to_goal``   fewest steps to success from here (ground truth for diagnostics)
 ``state_key``       hashable world state without the clock, for peek counting
 ``oracle``          ground truth for metrics and heuristic baselines
+``memory_min_score`` the reflection memory's calibrated cut for the family; default ``None``
+``random_action``   a uniformly random valid action where there is no short list; default none
+``heuristic_candidates`` what a model-free policy proposes instead of the legal actions
 ==================  =========================================================================
 """
 
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal
@@ -156,6 +160,11 @@ class Env(ABC):
     #: (docs/methods/envs.md#episode-rules); ``None`` for envs whose own rules count them.
     max_invalid_streak: ClassVar[int | None] = 3
 
+    #: The reflection memory's retrieval cut calibrated for this family when the agent's
+    #: options leave ``memory.min_score`` unset (docs/methods/reflection-memory.md#scores);
+    #: ``None``: the memory's default.
+    memory_min_score: ClassVar[float | None] = None
+
     task: Task | None = None
     state: Any = None
 
@@ -251,6 +260,20 @@ class Env(ABC):
     def legal_actions(self) -> list[str]:
         """Actions that are valid now (used by heuristic policies and tree search)."""
         return []
+
+    def random_action(self, rng: random.Random) -> str | None:
+        """One uniformly random valid action drawn with ``rng``, for an env whose actions are
+        no short list (``legal_actions`` is empty: the oracle-search queries); the random
+        baseline and the model-free search policy draw from it. Default: ``None``, no such
+        draw (and ``rng`` untouched)."""
+        return None
+
+    def heuristic_candidates(self, previous: str | None = None) -> list[str] | None:
+        """The actions a model-free search policy proposes here, with uniform priors, instead
+        of drawing among ``legal_actions`` (``previous``: the canonical action that led here).
+        For envs whose legal actions include many that only undo progress (BrowserGym, where
+        every element is clickable). Default: ``None``, the legal actions."""
+        return None
 
     @property
     def done(self) -> bool:

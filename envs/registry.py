@@ -1,8 +1,11 @@
-"""Registry of environment families (docs/architecture.md: how to add an env family).
+"""Registry of environment families (docs/architecture.md#how-to-add-an-environment-family).
 
-One entry per environment name, :class:`EnvEntry`: the env class, its task generator, its trace
-for the metrics that travel, and the task parameters that are difficulty levels. Adding a family
-is its folder plus one entry here, or one :func:`register` call from outside the package.
+A family (:class:`~clew.envs.family.Family`, in its folder's ``family.py``) names its envs, its
+own metrics and its suites by import path; :data:`FAMILIES` holds one line per family, and
+:func:`register_family` adds one from outside clew. :data:`ENVS` is what they register, one
+:class:`~clew.envs.family.EnvEntry` per environment name (the env class, its task generator, its
+trace for the metrics that travel, the task parameters that are difficulty levels);
+:func:`register` adds a single environment, a family of one.
 
 Entries are import paths, so naming an env never imports another family's dependencies
 (TextMiniGrid needs ``minigrid``; the grid map needs nothing), and reading an entry's
@@ -13,55 +16,25 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from clew.envs.base import Env, Task
+from clew.envs.family import EnvEntry, Family, FamilyMetric
 
+#: one line per built-in family: the import path of its :class:`~clew.envs.family.Family`
+FAMILIES: list[str] = [
+    "clew.envs.rooms.family:FAMILY",
+    "clew.envs.oracle_search.family:FAMILY",
+    "clew.envs.gridmap.family:FAMILY",
+    "clew.envs.textminigrid.family:FAMILY",
+    "clew.envs.browsergym.family:FAMILY",
+]
 
-@dataclass(frozen=True)
-class EnvEntry:
-    """One registered environment. Paths are ``"module:attribute"``.
-
-    * ``env``: the :class:`~clew.envs.base.Env` subclass.
-    * ``generator``: ``generate(params: dict, seed: int) -> Task`` (optional).
-    * ``trace``: ``trace(task, episode record) -> clew.envs.trace.Trace``, what coverage,
-      redundancy and the exploitation gap are computed from (optional: a family without one
-      gets no such metric, or brings its own under the same keys, as rooms does).
-    * ``levels``: task parameters that are difficulty levels, dotted one dict deep
-      (``"layout.size"``), in display order; ``clew report`` tabulates success by them.
-    """
-
-    env: str
-    generator: str | None = None
-    trace: str | None = None
-    levels: tuple[str, ...] = ()
-
-
-ENVS: dict[str, EnvEntry] = {
-    "rooms": EnvEntry("clew.envs.rooms.env:RoomsEnv", "clew.envs.rooms.generator:generate_task",
-                      levels=("layout.size",)),
-    "hillsearch": EnvEntry("clew.envs.oracle_search.hill:HillSearchEnv",
-                           "clew.envs.oracle_search.hill:generate_task",
-                           trace="clew.envs.oracle_search.trace:trace"),
-    "treesearch": EnvEntry("clew.envs.oracle_search.treesearch:TreeSearchEnv",
-                           "clew.envs.oracle_search.treesearch:generate_task",
-                           trace="clew.envs.oracle_search.trace:trace"),
-    "maxsatsearch": EnvEntry("clew.envs.oracle_search.maxsat:MaxSatSearchEnv",
-                             "clew.envs.oracle_search.maxsat:generate_task",
-                             trace="clew.envs.oracle_search.trace:trace"),
-    "gridmap": EnvEntry("clew.envs.gridmap.env:GridMapEnv",
-                        "clew.envs.gridmap.generator:generate_task",
-                        trace="clew.envs.gridmap.trace:trace",
-                        levels=("presets.exploration_level", "presets.dag_level",
-                                "presets.exploitation_demand", "presets.density")),
-    "textminigrid": EnvEntry("clew.envs.textminigrid.env:TextMiniGridEnv",
-                             "clew.envs.textminigrid.generator:generate_task",
-                             trace="clew.envs.textminigrid.trace:trace",
-                             levels=("difficulty", "rooms", "density")),
-    "browsergym": EnvEntry("clew.envs.browsergym.env:BrowserGymEnv",
-                           "clew.envs.browsergym.tasks:generate_task", levels=("group",)),
-}
+#: every registered environment by name
+ENVS: dict[str, EnvEntry] = {}
+#: every registered family by name
+REGISTERED: dict[str, Family] = {}
 
 
 def load_object(path: str) -> Any:
@@ -71,10 +44,46 @@ def load_object(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def register_family(family: Family | str) -> Family:
+    """Add (or replace) a family, given as a :class:`~clew.envs.family.Family` or the import
+    path of one: its envs, metrics and suites become known by name."""
+    fam = load_object(family) if isinstance(family, str) else family
+    if not isinstance(fam, Family):
+        raise TypeError(f"{family!r} is not a clew.envs.family.Family")
+    REGISTERED[fam.name] = fam
+    for name, env_entry in fam.envs.items():
+        ENVS[name] = replace(env_entry, family=fam.name)
+    return fam
+
+
 def register(name: str, env: str, generator: str | None = None, *, trace: str | None = None,
              levels: tuple[str, ...] | list[str] = ()) -> None:
-    """Add (or replace) an environment by import paths; see :class:`EnvEntry`."""
-    ENVS[name] = EnvEntry(env, generator, trace, tuple(levels))
+    """Add (or replace) one environment by import paths (a family of one; see
+    :class:`~clew.envs.family.EnvEntry`)."""
+    register_family(Family(name, {name: EnvEntry(env, generator, trace, tuple(levels))}))
+
+
+def family_of(name: str) -> Family | None:
+    """The registered family an environment belongs to (``None`` for an entry set directly)."""
+    fam = ENVS[name].family if name in ENVS else None
+    return REGISTERED.get(fam) if fam is not None else None
+
+
+def family_metrics(name: str) -> tuple[FamilyMetric, ...]:
+    """The metrics an environment's family defines for it."""
+    fam = family_of(name)
+    return fam.metrics if fam is not None else ()
+
+
+def family_suites() -> tuple[dict[str, str], dict[str, str]]:
+    """The suites the registered families bring (name -> builder path) and the replacements of
+    their superseded versions."""
+    suites: dict[str, str] = {}
+    superseded: dict[str, str] = {}
+    for fam in REGISTERED.values():
+        suites.update(fam.suites)
+        superseded.update(fam.superseded)
+    return suites, superseded
 
 
 def entry(name: str) -> EnvEntry:
@@ -124,3 +133,7 @@ def trace_function(name: str) -> Callable[[Task, Any], Any] | None:
 def level_keys(name: str) -> tuple[str, ...]:
     """The difficulty-level parameters the env declares (none for an unknown env)."""
     return ENVS[name].levels if name in ENVS else ()
+
+
+for _path in FAMILIES:
+    register_family(_path)

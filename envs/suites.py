@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clew.envs.base import Task
-from clew.envs.registry import load_object
+from clew.envs.registry import family_suites, load_object
 
 
 @dataclass(frozen=True)
@@ -33,55 +33,22 @@ class Suite:
             ) from None
 
 
-# name -> "module:builder" with builder() -> Suite
+# Suites that span families (each family's own are in its family.py): name -> "module:builder"
+# with builder() -> Suite. register_suite adds one from outside.
 SUITES: dict[str, str] = {
-    "rooms-v2": "clew.envs.rooms.suites:rooms_v2",
-    "rooms-v2-4x4": "clew.envs.rooms.suites:rooms_v2_4x4",
-    "rooms-v2-5x5": "clew.envs.rooms.suites:rooms_v2_5x5",
-    "rooms-v2-7x7": "clew.envs.rooms.suites:rooms_v2_7x7",
-    "rooms-v2-7x7-exploit": "clew.envs.rooms.suites:rooms_v2_7x7_exploit",
-    "rooms-v2-7x7-explore": "clew.envs.rooms.suites:rooms_v2_7x7_explore",
-    "rooms-v1": "clew.envs.rooms.suites:rooms_v1",
-    "rooms-4x4": "clew.envs.rooms.suites:rooms_4x4",
-    "rooms-5x5": "clew.envs.rooms.suites:rooms_5x5",
-    "rooms-7x7": "clew.envs.rooms.suites:rooms_7x7",
-    "rooms-7x7-exploit": "clew.envs.rooms.suites:rooms_7x7_exploit",
-    "rooms-7x7-explore": "clew.envs.rooms.suites:rooms_7x7_explore",
-    "paper-003-main": "clew.envs.oracle_search.suites:paper_003_main",
-    "paper-003-additional": "clew.envs.oracle_search.suites:paper_003_additional",
-    "paper-003-main-v1": "clew.envs.oracle_search.suites:paper_003_main_v1",
-    "paper-003-additional-v1": "clew.envs.oracle_search.suites:paper_003_additional_v1",
-    "paper-003-general": "clew.envs.oracle_search.suites:paper_003_general",
-    "paper-003-difficulty": "clew.envs.oracle_search.suites:paper_003_difficulty",
-    "gridmap-v2": "clew.envs.gridmap.suites:gridmap_v2",
-    "gridmap-v1": "clew.envs.gridmap.suites:gridmap_v1",
-    "gridmap-mini": "clew.envs.gridmap.suites:gridmap_mini",
-    "gridmap-semantic": "clew.envs.gridmap.suites:gridmap_semantic",
-    "textminigrid-45": "clew.envs.textminigrid.suites:textminigrid_45",
-    "textminigrid-v1": "clew.envs.textminigrid.suites:textminigrid_v1",
     "exploration-v2": "clew.envs.exploration_suite:exploration_v2",
     "exploration-v1": "clew.envs.exploration_suite:exploration_v1",
     "exploration-v1-wide": "clew.envs.exploration_suite:exploration_v1_wide",
     "exploration-v1-gridmap-xl": "clew.envs.exploration_suite:exploration_v1_gridmap_xl",
     "exploration-v1-textminigrid-xl":
         "clew.envs.exploration_suite:exploration_v1_textminigrid_xl",
-    "miniwob-v1": "clew.envs.browsergym.suites:miniwob_v1",
 }
 
-# Superseded suite -> the suite that replaced it (issue 13: version, don't overwrite). A
-# superseded suite stays loadable and gives exactly its old tasks, so old runs stay comparable;
-# every suite not listed here is current.
+# Superseded suite -> the suite that replaced it (docs/methods/instances.md: version, don't
+# overwrite). A superseded suite stays loadable and gives exactly its old tasks, so old runs stay
+# comparable; every suite not listed here (or in its family's ``superseded``) is current.
 SUPERSEDED_BY: dict[str, str] = {
-    "gridmap-v1": "gridmap-v2",
-    "rooms-v1": "rooms-v2",
-    "rooms-4x4": "rooms-v2-4x4",
-    "rooms-5x5": "rooms-v2-5x5",
-    "rooms-7x7": "rooms-v2-7x7",
-    "rooms-7x7-exploit": "rooms-v2-7x7-exploit",
-    "rooms-7x7-explore": "rooms-v2-7x7-explore",
     "exploration-v1": "exploration-v2",
-    "paper-003-main-v1": "paper-003-main",
-    "paper-003-additional-v1": "paper-003-additional",
 }
 
 _cache: dict[str, Suite] = {}
@@ -91,11 +58,21 @@ def register_suite(name: str, builder: str) -> None:
     SUITES[name] = builder
 
 
+def suite_builders() -> dict[str, str]:
+    """Every suite by name: the registered families' and :data:`SUITES`."""
+    return {**family_suites()[0], **SUITES}
+
+
+def replacements() -> dict[str, str]:
+    """Every superseded suite -> its replacement."""
+    return {**family_suites()[1], **SUPERSEDED_BY}
+
+
 def current_suite(name: str) -> str:
     """The current suite for ``name``: itself, or the end of its chain of replacements."""
-    seen = {name}
-    while name in SUPERSEDED_BY:
-        name = SUPERSEDED_BY[name]
+    seen, newer = {name}, replacements()
+    while name in newer:
+        name = newer[name]
         if name in seen:
             raise ValueError(f"suite replacements form a loop at {name!r}")
         seen.add(name)
@@ -104,10 +81,12 @@ def current_suite(name: str) -> str:
 
 def get_suite(name: str) -> Suite:
     if name not in _cache:
+        builders = suite_builders()
         try:
-            path = SUITES[name]
+            path = builders[name]
         except KeyError:
-            raise KeyError(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES))}") from None
+            raise KeyError(f"unknown suite {name!r}; known: {', '.join(sorted(builders))}") \
+                from None
         _cache[name] = load_object(path)()
     return _cache[name]
 

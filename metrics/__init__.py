@@ -1,4 +1,4 @@
-"""Metric registry: which metrics apply to which environments (issue 3 "metrics that travel").
+"""Metric registry: which metrics apply to which environments (docs/architecture.md#metrics).
 
 A metric is ``fn(task, episode) -> dict`` where ``episode`` is an episode record as written to
 ``episodes.jsonl`` (at least ``{"actions": [...]}``; ``steps``, ``outcome`` and ``interactions``
@@ -44,54 +44,15 @@ METRICS: dict[str, Metric] = {}
 
 def register_metric(name: str, envs: set[str] | frozenset[str] | None, path: str,
                     description: str = "", keys: tuple[str, ...] | frozenset[str] = ()):
-    """Add a metric for ``envs`` (or :data:`TRACED`); a family bringing its own measure adds
-    one line like those below."""
+    """Add a metric for ``envs`` (or :data:`TRACED`). A family's own metrics are named in its
+    :class:`~clew.envs.family.Family` instead; this is for measures beyond one family."""
     METRICS[name] = Metric(name, None if envs is TRACED else frozenset(envs), path,
                            description, frozenset(keys))
 
 
-register_metric(
-    "explore_exploit_error", {"gridmap"},
-    "clew.envs.gridmap.metrics:episode_metrics",
-    "docs/methods/metric-explore-exploit-error.md: per-step error labels, normalised exploration and exploitation errors",
-)
-register_metric(
-    "optimal_exploitation_gap", {"rooms"},
-    "clew.envs.rooms.metrics:rooms_gap_metrics",
-    "docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition: R^max, R^exploit, agent return, normalised total/exploration/exploitation "
-    "gaps and shares (last episode and mean over episodes)",
-    keys=("gap_total", "gap_exploration", "gap_exploitation"),
-)
-register_metric(
-    "rooms_exploration", {"rooms"},
-    "clew.envs.rooms.metrics:rooms_exploration_metrics",
-    "docs/methods/metric-optimal-exploitation-gap.md#rooms-exploration-statistics: state/room/object coverage, redundancy, sample efficiency, invalid rate",
-    keys=("coverage", "redundancy"),
-)
-
-
-register_metric(
-    "best_found", {"hillsearch", "treesearch", "maxsatsearch"},
-    "clew.envs.oracle_search.metrics:episode_metrics",
-    "docs/methods/metric-best-found.md#normalised-reward: normalised best-found reward R/OPT, protocol counts, key-structure found",
-)
-register_metric(
-    "textminigrid", {"textminigrid"},
-    "clew.envs.textminigrid.metrics:episode_metrics",
-    "docs/methods/metric-textminigrid.md#success-and-steps: success, atomic steps, decision steps, actions per decision step, L* and "
-    "per-difficulty success (sr_*); docs/methods/metric-optimal-exploitation-gap.md extensions ext_* (revisits, coverage, no-ops, format)",
-)
-
-register_metric(
-    "web", {"browsergym"}, "clew.envs.browsergym.metrics:episode_metrics",
-    "docs/web.md: success, steps, distinct page states (executed, with simulation), simulated vs "
-    "executed steps, replays (reset + replayed prefix) and their cost per simulated step",
-    keys=("page_states",),
-)
-
-
-# Issue 3 item 4, "metrics that travel": the rooms measures above, for every family with a trace
-# (definitions in each family's trace module; rooms has none and keeps its own functions).
+# The metrics that travel (docs/methods/metric-travel.md): rooms' coverage, redundancy and gap
+# decomposition for every family with a trace (definitions in each family's trace module; rooms
+# has none and keeps its own, registered in its family).
 register_metric(
     "coverage", TRACED, "clew.metrics.travel:coverage_metrics",
     "fraction of the finite state/query space reached (rooms: rooms_exploration)",
@@ -110,13 +71,33 @@ register_metric(
 )
 
 
+def family_metric(env: str, spec: registry.FamilyMetric) -> Metric:
+    """A metric a family registers (:class:`clew.envs.family.FamilyMetric`), for the envs of
+    that family."""
+    fam = registry.family_of(env)
+    envs = frozenset(fam.envs) if fam is not None else frozenset({env})
+    return Metric(spec.name, envs, spec.path, spec.description, frozenset(spec.keys))
+
+
+def all_metrics() -> list[Metric]:
+    """The families' own metrics, then the registered ones (the metrics that travel first)."""
+    seen = {}
+    for env in registry.ENVS:
+        for spec in registry.family_metrics(env):
+            seen.setdefault(spec.name, family_metric(env, spec))
+    return [*seen.values(), *METRICS.values()]
+
+
 def envs_with(key: str) -> set[str]:
-    """Environments where some registered metric declares ``key`` (e.g. ``"coverage"``)."""
-    return {env for m in METRICS.values() if key in m.keys for env in m.applies_to()}
+    """Environments where some metric declares ``key`` (e.g. ``"coverage"``)."""
+    return {env for m in all_metrics() if key in m.keys for env in m.applies_to()}
 
 
 def metrics_for(env: str) -> list[Metric]:
-    return [m for m in METRICS.values() if env in m.applies_to()]
+    """The metrics that score ``env``'s episodes: its family's own, then the registered ones
+    that apply."""
+    own = [family_metric(env, spec) for spec in registry.family_metrics(env)]
+    return own + [m for m in METRICS.values() if env in m.applies_to()]
 
 
 def score_episode(task: Task, episode: dict[str, Any]) -> dict[str, Any]:

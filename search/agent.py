@@ -93,7 +93,7 @@ class SearchAgent(BaseAgent):
         if self.memory is not None:
             if episode.order is None:     # no fixed order: see what finished before we start
                 await self.memory.settle()
-            st.memory_view = self.memory.begin_task(episode.order, episode.env.family)
+            st.memory_view = self.memory.begin_task(episode.order, episode.env.memory_min_score)
             episode.memory = {**st.memory_view.to_dict(),
                               "retrieved": {"policy": [], "value": []}}
             if episode.order is not None:

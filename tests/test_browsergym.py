@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from clew.agents.heuristics.web import candidate_actions, quoted_strings
 from clew.envs.base import Observation
+from clew.envs.browsergym.candidates import candidate_actions, quoted_strings
 from clew.envs.browsergym.observation import PageRecord, elements, prune
 from clew.envs.registry import generate
 from clew.envs.suites import get_suite

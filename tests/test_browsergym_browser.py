@@ -16,9 +16,9 @@ import pytest
 pytestmark = pytest.mark.browser
 pytest.importorskip("browsergym.miniwob", reason="the web extra is not installed")
 
-from clew.agents.heuristics.web import candidate_actions
 from clew.agents.lm.fake import FakeLM
 from clew.envs.browsergym import chromium
+from clew.envs.browsergym.candidates import candidate_actions
 from clew.envs.browsergym.env import BrowserGymEnv
 from clew.envs.browsergym.session import ReplayMismatch
 from clew.envs.registry import make_for

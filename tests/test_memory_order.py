@@ -272,13 +272,15 @@ def test_a_stale_lock_is_taken_over_with_a_warning(tmp_path, capsys):
 
 
 def test_the_cut_is_the_families_unless_the_options_give_one(tmp_path):
-    from clew.agents.memory import FAMILY_MIN_SCORE
+    from clew.envs.gridmap.env import GridMapEnv
+    from clew.envs.registry import make
 
+    cut = make("gridmap").memory_min_score
     mem = open_memory(tmp_path / "m", embedding_model="unused")
-    assert mem.begin_task(family="gridmap").min_score == FAMILY_MIN_SCORE["gridmap"] == 0.97
-    assert mem.begin_task(family="no-such-family").min_score == 0.25
+    assert mem.begin_task(family_cut=cut).min_score == GridMapEnv.memory_min_score == 0.97
+    assert mem.begin_task(family_cut=None).min_score == 0.25        # a family without one
     assert open_memory(tmp_path / "m", embedding_model="unused",
-                       min_score=0.5).begin_task(family="gridmap").min_score == 0.5
+                       min_score=0.5).begin_task(family_cut=cut).min_score == 0.5
     mem.close()
 
 

@@ -1,6 +1,9 @@
-"""A toy env family that lives outside clew, as a user's own family would: the env, its task
-generator, its trace for the metrics that travel, and its own metric. Registering it is one call
-(``test_env_family.py``); nothing in clew knows about it.
+"""A toy env family that lives outside clew, as a user's own family would, with everything the
+built-in families have (docs/methods/envs.md#adding-an-env-family): the env with its hooks
+(ground-truth progress and steps to the goal, the reflection memory's cut, the memory view,
+in-context examples), its task generator, its trace for the metrics that travel, its own metric,
+its difficulty levels and a versioned suite. :data:`FAMILY` names them; registering it is one
+line (``test_env_family.py``); nothing in clew knows about it.
 
 The corridor: cells 0..length-1, the agent starts at ``start``, a hidden exit lies at ``exit``.
 The agent sees whether the exit is in its cell or next to it; reaching it ends the episode with
@@ -16,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clew.envs.base import Env, Observation, Step, Task
+from clew.envs.family import EnvEntry, Family, FamilyMetric
+from clew.envs.suites import Suite
 from clew.envs.trace import Trace, ratio, record_actions
 
 
@@ -30,6 +35,7 @@ class CorridorState:
 
 class CorridorEnv(Env):
     name = "toy-corridor"
+    memory_min_score = 0.5             # this family's reflection-memory cut
 
     def reset(self, task: Task) -> Observation:
         self.task = task
@@ -76,6 +82,19 @@ class CorridorEnv(Env):
     def state_key(self) -> int:
         return self.state.pos
 
+    def progress(self) -> float:
+        """Ground truth for heuristic roles: 1 at the exit, less the farther from it."""
+        return 1.0 - abs(self.state.pos - self.exit) / self.length
+
+    def steps_to_goal(self) -> float:
+        return float(abs(self.state.pos - self.exit))
+
+    def memory_view(self, observation: str) -> str:
+        return f"corridor of {self.length}: {observation}"
+
+    def prompt_examples(self) -> list[tuple[str, str]]:
+        return [("cell 0 of 3; no exit in sight", "right")]
+
 
 def generate_task(params: dict[str, Any], seed: int) -> Task:
     rng = random.Random(seed)
@@ -84,6 +103,16 @@ def generate_task(params: dict[str, Any], seed: int) -> Task:
     return Task("toy-corridor", {"length": length, "start": start, "exit": exit_,
                                  "limit": int(params.get("limit", 2 * length))},
                 seed=seed, id=f"corridor-{length}-{seed}")
+
+
+def corridor_v1() -> Suite:
+    """The family's suite: train and test corridors of two lengths (the difficulty levels)."""
+    def split(seeds: range, name: str) -> list[Task]:
+        return [Task(**{**generate_task({"length": n}, seed).to_dict(), "split": name})
+                for n in (6, 9) for seed in seeds]
+
+    return Suite("toy-corridor-v1", 1, {"train": split(range(2), "train"),
+                                        "test": split(range(100, 103), "test")})
 
 
 def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
@@ -128,3 +157,14 @@ def distance_metric(task: Task, episode: Mapping[str, Any]) -> dict[str, Any]:
             break
         env.step(action)
     return {"exit_distance": abs(env.state.pos - env.exit)}
+
+
+FAMILY = Family(
+    "toy-corridor",
+    envs={"toy-corridor": EnvEntry("toy_family:CorridorEnv", "toy_family:generate_task",
+                                   trace="toy_family:trace", levels=("length",))},
+    metrics=(FamilyMetric("exit_distance", "toy_family:distance_metric",
+                          "cells between the agent and the exit at the end",
+                          keys=("exit_distance",)),),
+    suites={"toy-corridor-v1": "toy_family:corridor_v1"},
+)

@@ -183,17 +183,9 @@ class RandomQuery(BaseAgent):
 
 
 def random_query(env: Env, rng: random.Random) -> str:
-    """One uniformly random valid query for an oracle-search env (also the heuristic search
-    policy's proposals there, which have no short list of legal actions)."""
-    family = env.family
-    if family == "hill":
-        return f"x={rng.uniform(0.0, 10.0)!r}"
-    if family == "tree":
-        frontier = env.frontier()
-        if not frontier:
-            raise RuntimeError(f"random-query: no queryable node in {env.task.id!r}")
-        return f"node={rng.choice(frontier)}"
-    if family == "maxsat":
-        return "bits=" + "".join(rng.choice("01") for _ in range(env.n))
-    raise ValueError(f"random-query plays the oracle-search families ({', '.join(FAMILIES)}), "
-                     f"not {env.name!r}")
+    """One uniformly random valid query of an oracle-search env (``Env.random_action``)."""
+    query = env.random_action(rng)
+    if query is None:
+        raise ValueError(f"random-query plays envs that draw random queries (the oracle-search "
+                         f"families {', '.join(FAMILIES)}), not {env.name!r}")
+    return query

@@ -26,9 +26,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from clew.agents.heuristics import web
-from clew.agents.heuristics.query_baselines import FAMILIES as QUERY_FAMILIES
-from clew.agents.heuristics.query_baselines import random_query
 from clew.agents.options import PolicyOptions, ValueOptions
 from clew.agents.policy import Proposal, merge_samples
 from clew.agents.prompts import Context
@@ -81,14 +78,17 @@ class HeuristicPolicy:
 
         def prop(a: str, count: int = 1) -> Proposal:
             return Proposal(a, env.canonical(a), a, count, 0.0, bool(env.is_stop(a)))
-        if env.family in web.WEB_ENVS:  # uniform over the page's candidates (heuristics/web.py)
-            last = ctx.actions[-1] if ctx.actions else None
-            return merge_samples([prop(a) for a in web.candidate_actions(env, last)], self.b)
+        last = ctx.actions[-1] if ctx.actions else None
+        candidates = env.heuristic_candidates(last)
+        if candidates is not None:      # the env's own proposals (web pages), uniform priors
+            return merge_samples([prop(a) for a in candidates], self.b)
         if not actions:
-            # Oracle-query tasks have no short action list: sample random valid queries.
-            if env.family not in QUERY_FAMILIES:
+            # no short action list (oracle-query tasks): random valid actions, if the env has any
+            first = env.random_action(rng)
+            if first is None:
                 return []
-            return merge_samples([prop(random_query(env, rng)) for _ in range(self.n)], self.b)
+            draws = [first] + [env.random_action(rng) for _ in range(self.n - 1)]
+            return merge_samples([prop(a) for a in draws], self.b)
         if self.prior == "uniform":
             return merge_samples([prop(a) for a in actions], self.b)
         draws = rng.choices(actions, weights=self._weights(env, actions), k=self.n)
@@ -99,14 +99,14 @@ class HeuristicPolicy:
         env = ctx.env
         actions = list(env.legal_actions())
         rng = derive_rng(self.seed, "once", *self._key(ctx)[1:])
-        if env.family in web.WEB_ENVS:
-            actions = web.candidate_actions(env, ctx.actions[-1] if ctx.actions else None)
-            a = rng.choice(actions) if actions else None
+        candidates = env.heuristic_candidates(ctx.actions[-1] if ctx.actions else None)
+        if candidates is not None:
+            a = rng.choice(candidates) if candidates else None
             return Proposal(a, env.canonical(a) if a else "", a or "", 1, 1.0, False)
         if not actions:
-            if env.family not in QUERY_FAMILIES:
+            a = env.random_action(rng)
+            if a is None:
                 return Proposal(None, "", "")
-            a = random_query(env, rng)
             return Proposal(a, env.canonical(a), a, 1, 1.0, bool(env.is_stop(a)))
         a = rng.choices(actions, weights=self._weights(env, actions), k=1)[0]
         return Proposal(a, env.canonical(a), a, 1, 1.0, bool(env.is_stop(a)))

@@ -30,6 +30,7 @@ from typing import Any
 from clew.envs.answers import regions
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.browsergym.actions import ActionGrammar
+from clew.envs.browsergym.candidates import candidate_actions
 from clew.envs.browsergym.observation import PageRecord
 from clew.envs.browsergym.session import BrowserEpisode, BrowserOptions
 from clew.envs.browsergym.tasks import DEFAULT_MAX_STEPS
@@ -219,6 +220,11 @@ class BrowserGymEnv(Env):
         if self.state is None or self.state.done:
             return []
         return [f"click({e['bid']!r})" for e in self.state.page.elements if e["clickable"]]
+
+    def heuristic_candidates(self, previous: str | None = None) -> list[str]:
+        """Fills of the goal's quoted strings and the clicks that may make progress, most
+        relevant first (:func:`~clew.envs.browsergym.candidates.candidate_actions`)."""
+        return candidate_actions(self, previous)
 
     def step_budget(self) -> int:
         """The task's step limit (``params["max_steps"]``, or the ``max_steps`` option); it ends

@@ -138,6 +138,7 @@ class GridMapEnv(Env):
     """docs/methods/envs.md#grid-map-with-task-dag environment. Options: ``step_counter``, ``invalid_policy``, ``max_retries``."""
 
     name = "gridmap"
+    memory_min_score = 0.97    # docs/methods/reflection-memory.md#scores
     flags = EnvFlags(deterministic=True, supports_backtrack=True,
                      outcome_mode="terminal_success", simulation_mode="free")
 

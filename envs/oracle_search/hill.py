@@ -214,6 +214,11 @@ class HillSearchEnv(OracleSearchEnv):
 
     name = "hillsearch"
     family = "hill"
+    memory_min_score = 0.93      # docs/methods/reflection-memory.md#scores
+
+    def random_action(self, rng: random.Random) -> str:
+        """A uniformly random query, x ~ U[0, 10]."""
+        return f"x={rng.uniform(0.0, 10.0)!r}"
 
     def _load(self, task: Task) -> None:
         params = task.params

@@ -114,6 +114,11 @@ class MaxSatSearchEnv(OracleSearchEnv):
 
     name = "maxsatsearch"
     family = "maxsat"
+    memory_min_score = 0.96      # docs/methods/reflection-memory.md#scores
+
+    def random_action(self, rng: random.Random) -> str:
+        """A uniformly random assignment."""
+        return "bits=" + "".join(rng.choice("01") for _ in range(self.n))
 
     def _load(self, task: Task) -> None:
         params = task.params

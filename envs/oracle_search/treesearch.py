@@ -153,6 +153,14 @@ class TreeSearchEnv(OracleSearchEnv):
 
     name = "treesearch"
     family = "tree"
+    memory_min_score = 0.95      # docs/methods/reflection-memory.md#scores
+
+    def random_action(self, rng: random.Random) -> str:
+        """A uniformly random node of the frontier."""
+        frontier = self.frontier()
+        if not frontier:
+            raise RuntimeError(f"random-query: no queryable node in {self.task.id!r}")
+        return f"node={rng.choice(frontier)}"
 
     def _load(self, task: Task) -> None:
         params = task.params

@@ -130,6 +130,7 @@ def parse_task(task: Task) -> RoomsConfig:
 
 class RoomsEnv(Env):
     name = "rooms"
+    memory_min_score = 0.83    # docs/methods/reflection-memory.md#scores
     flags = EnvFlags(deterministic=True, supports_backtrack=True,
                      outcome_mode="graded_at_end", simulation_mode="free",
                      repeat_rule_applies=False)

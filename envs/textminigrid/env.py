@@ -134,6 +134,7 @@ class TextMiniGridEnv(Env):
     """BabyAI PickUp levels in text with multi-action decision steps (docs/methods/envs.md#textminigrid)."""
 
     name = "textminigrid"
+    memory_min_score = 0.90    # docs/methods/reflection-memory.md#scores
     flags = EnvFlags(deterministic=True, supports_backtrack=True,
                      outcome_mode="terminal_success", simulation_mode="free")
     #: The spec has its own rule for unparsable replies (re-queries, then a step-using no-op),

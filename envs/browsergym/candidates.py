@@ -1,5 +1,6 @@
-"""Heuristic web roles that need no model (docs/web.md): what search on BrowserGym tasks runs with
-on a CPU with no weights.
+"""What a model-free search policy proposes on a web page (docs/web.md), the
+:meth:`~clew.envs.browsergym.env.BrowserGymEnv.heuristic_candidates` hook: what search on
+BrowserGym tasks runs with on a CPU with no weights.
 
 * **Policy** (:func:`candidate_actions`): a click on every clickable element of the page and, for
   every text field, a ``fill`` with each string the goal puts in quotes (MiniWoB++ quotes what to
@@ -7,8 +8,9 @@ on a CPU with no weights.
   (a password field shows its text masked), clicks on a box or option that is checked already, and
   the action just taken. These would only undo progress or change nothing: the search sees no
   value before the end, and without them its choice among equal values toggles a box or
-  overwrites a field until the budget runs out. :class:`~clew.agents.heuristics.search_roles.HeuristicPolicy` gives these uniform
-  priors for web envs, whatever its ``prior`` option says.
+  overwrites a field until the budget runs out. :class:`~clew.agents.heuristics.search_roles.HeuristicPolicy`
+  gives the candidates of any env that has them uniform priors, whatever its ``prior`` option
+  says.
 * **Value**: the task's own reward at the end: :class:`~clew.agents.heuristics.search_roles.HeuristicValue`
   reads the env's ``progress()``, which for web envs is their grade (1 after success, 0 before
   and after failure), and adds its noise (``value.noise=0`` gives the reward itself).
@@ -26,8 +28,6 @@ from typing import Any
 
 from clew.envs.browsergym.observation import TEXT_ROLES
 
-#: env families these roles serve
-WEB_ENVS = frozenset({"browsergym"})
 QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”")
 
 
