@@ -36,17 +36,16 @@ Decisions:
 * A bare ``backtrack`` means the state before the current one on the path.
 * An answer without a valid action is still sent to the env (whatever the parser found): the
   env rejects it as an invalid step, which is how the runner counts format failures.
-* History longer than ``max_history_pairs`` (observation, action) pairs, the current one
-  included, keeps the first ``keep_first_pairs`` (2) and the last ``max_history_pairs -
-  keep_first_pairs``: the elision of the training samples (8 = 2 + 6; ``elide_keep_first_pairs``
-  and ``elide_keep_last_pairs`` of ``clew data``), so the model sees at inference what it was
-  trained on. ``keep_first_pairs: 0, max_history_pairs: 1`` sends the current turn alone;
-  with ``keep_system: false`` (``elide_keep_system``) the system turn goes too, the shortest
-  prompt, a few dozen tokens on a grid map (docs/methods/loop.md#what-was-tried). When the
-  model's context (``context_tokens``, else the backend's ``context_length``) would still
-  overflow, the oldest kept pairs after the first exchange go (:mod:`clew.agents.fitting`),
-  counted in ``episode.scratch["distilled_context_cuts"]``; a prompt that cannot fit even then
-  fails the episode with reason ``context_length``.
+* The prompt is the chat cut to its ``window`` (:class:`~clew.agents.window.ChatWindow`: by
+  default the system turn, the first 2 and the last 6 (observation, action) pairs), the same
+  window ``clew data`` cut the training samples with, so the model sees at inference what it
+  was trained on. ``window: {keep_first_pairs: 0, keep_last_pairs: 1}`` sends the current turn
+  alone; with ``keep_system: false`` the system turn goes too, the shortest prompt, a few dozen
+  tokens on a grid map (docs/methods/loop.md#what-was-tried). When the model's context
+  (``context_tokens``, else the backend's ``context_length``) would still overflow, the oldest
+  kept pairs after the first exchange go (:mod:`clew.agents.fitting`), counted in
+  ``episode.scratch["distilled_context_cuts"]``; a prompt that cannot fit even then fails the
+  episode with reason ``context_length``.
 * Answers are read with the completion's finish reason (a cut one needs a complete answer) and
   counted as parsed or not under role ``policy``.
 * ``constrain=True`` (docs/methods/parsing.md#constrained-answers) sends :func:`answer_choices`
@@ -71,11 +70,12 @@ from clew.agents.base import BaseAgent, Decision, Episode, StepRecord
 from clew.agents.fitting import fit_messages
 from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
 from clew.agents.lm.calls import call
-from clew.agents.options import ACT_SAMPLING, DistilledPolicyOptions, check_history
+from clew.agents.options import ACT_SAMPLING, DistilledPolicyOptions
 from clew.agents.parsing import ANSWER_PHRASE, answer_text, record
 from clew.agents.policy import LMPolicy, Proposal
 from clew.agents.prompts import labelled
 from clew.agents.seeds import derive_seed
+from clew.agents.window import ChatWindow, legacy_window
 from clew.envs.base import Env
 from clew.envs.trace import BACKTRACK_RE, parse_backtrack  # noqa: F401  (shared with the metric replays)
 
@@ -178,24 +178,6 @@ def invalid_user(env: Env, sid: int, obs: str, action: str) -> str:
             f"PREVIOUS ACTION: {action or '(none)'}")
 
 
-def elide(messages: list[Message], keep_first: int = 2, keep_last: int | None = 6,
-          keep_system: bool = True) -> list[Message]:
-    """Keep the system turn (unless ``keep_system`` is false), the first ``keep_first`` and the
-    last ``keep_last`` (user, assistant) pairs when there are more (no marker at the cut).
-
-    A trailing user turn (a prompt awaiting its answer) counts as a pair, so a prompt at
-    inference is elided exactly like the training sample that ends with its answer."""
-    head = [m for m in messages[:1] if m["role"] == "system"]
-    body = messages[len(head):]
-    if not keep_system:
-        head = []
-    pairs = [body[i:i + 2] for i in range(0, len(body), 2)]
-    if keep_last is None or len(pairs) <= keep_first + keep_last:
-        return head + list(body)
-    kept = pairs[:keep_first] + pairs[len(pairs) - keep_last:]
-    return head + [m for p in kept for m in p]
-
-
 # --- the agent --------------------------------------------------------------------------------
 @dataclass
 class _Chat:
@@ -203,24 +185,30 @@ class _Chat:
     seen_steps: int = 0
 
 
-def elide_history(messages: list[Message], max_history_pairs: int | None,
-                  keep_first_pairs: int = 2, keep_system: bool = True) -> list[Message]:
-    """The training samples' elision in the agent's terms (a total and a head)."""
-    keep_last = None if max_history_pairs is None else max_history_pairs - keep_first_pairs
-    return elide(messages, keep_first_pairs, keep_last, keep_system)
-
-
 def fit_chat(lm: LanguageModel, messages: list[Message], max_tokens: int,
-             max_history_pairs: int | None = 8, context_tokens: int | None = None,
-             keep_first_pairs: int = 2, keep_system: bool = True) -> list[Message]:
-    """The chat as sent: elided like the training samples (first ``keep_first_pairs`` and
-    last ``max_history_pairs - keep_first_pairs`` pairs), then fitted to the model's context
-    (``context_tokens`` when given) by leaving out the oldest kept pairs after the first
-    exchange."""
-    msgs = elide_history(messages, max_history_pairs, keep_first_pairs, keep_system)
+             window: ChatWindow | None = None,
+             context_tokens: int | None = None) -> list[Message]:
+    """The chat as sent: cut to ``window`` like the training samples (none: every turn), then
+    fitted to the model's context (``context_tokens`` when given) by leaving out the oldest kept
+    pairs after the first exchange."""
+    msgs = window.apply(messages) if window is not None else messages
     if context_tokens:
         lm = _WithContext(lm, context_tokens)
     return fit_messages(lm, msgs, max_tokens, "policy")
+
+
+#: an option not given (``None`` is a value of ``max_history_pairs``)
+OLD: Any = object()
+
+
+def distilled_window(window: ChatWindow | dict[str, Any] | None, legacy: dict[str, Any],
+                     who: str) -> ChatWindow:
+    """The agent's window from its ``window`` option, or from the options it had before
+    (``max_history_pairs``, ``keep_first_pairs``, ``keep_system``: read with a warning)."""
+    if legacy:
+        window = legacy_window({**legacy, **({"window": window} if window else {})},
+                               who)["window"]
+    return window if isinstance(window, ChatWindow) else ChatWindow.model_validate(window or {})
 
 
 def user_turn_for_step(env: Env, step: StepRecord, sid: int) -> str:
@@ -247,14 +235,20 @@ class DistilledAgent(BaseAgent):
     def __init__(self, model: str | LanguageModel, format: Format = "el",
                  temperature: float = ACT_SAMPLING.temperature, top_p: float = ACT_SAMPLING.top_p,
                  max_tokens: int = ACT_SAMPLING.max_tokens,
-                 greedy: bool = False, seed: int | None = 0, max_history_pairs: int | None = 8,
+                 greedy: bool = False, seed: int | None = 0,
+                 window: ChatWindow | dict[str, Any] | None = None,
                  context_tokens: int | None = None, label: str | None = None,
                  constrain: bool = False, model_options: dict[str, Any] | None = None,
-                 keep_first_pairs: int = 2, keep_system: bool = True):
+                 max_history_pairs: Any = OLD, keep_first_pairs: Any = OLD,
+                 keep_system: Any = OLD):
         if not isinstance(constrain, bool):  # an option value: reported like the others
             raise ValueError(  # noqa: TRY004
                 f"distilled agent: constrain must be true or false, got {constrain!r}")
-        check_history(max_history_pairs, keep_first_pairs, "distilled agent")
+        # the last three are the window's options before it had one (read with a warning)
+        legacy = {k: v for k, v in (("max_history_pairs", max_history_pairs),
+                                    ("keep_first_pairs", keep_first_pairs),
+                                    ("keep_system", keep_system)) if v is not OLD}
+        self.window = distilled_window(window, legacy, "distilled agent")
         if format not in ("el", "il"):
             raise ValueError(f"distilled agent: format must be 'el' or 'il', got {format!r}")
         self.model = model
@@ -265,9 +259,6 @@ class DistilledAgent(BaseAgent):
         self.sampling = {"temperature": 0.0 if greedy else temperature, "top_p": top_p,
                          "max_tokens": max_tokens}
         self.seed = seed
-        self.max_history_pairs = max_history_pairs
-        self.keep_first_pairs = keep_first_pairs
-        self.keep_system = keep_system
         self.context_tokens = context_tokens
         self.constrain = constrain
         self._lm: LanguageModel | None = model if isinstance(model, LanguageModel) else None
@@ -299,10 +290,9 @@ class DistilledAgent(BaseAgent):
         return chat
 
     def _fit(self, messages: list[Message], episode: Episode) -> list[Message]:
-        """The elided history; shorter still when the model's context would overflow."""
-        msgs = elide_history(messages, self.max_history_pairs, self.keep_first_pairs,
-                             self.keep_system)
-        # elided once, above: fit_chat only fits it to the context (max_history_pairs None)
+        """The chat cut to the window; shorter still when the model's context would overflow."""
+        msgs = self.window.apply(messages)
+        # cut once, above: fit_chat only fits it to the context (no window)
         fitted = fit_chat(self.lm, msgs, self.sampling["max_tokens"], None, self.context_tokens)
         if len(fitted) < len(msgs):
             episode.scratch["distilled_context_cuts"] = (
@@ -429,8 +419,7 @@ class DistilledPolicy(LMPolicy):
         """The request's chat: :func:`chat_at`, elided and fitted to the context (reflections
         are not shown: the model was not trained with them)."""
         return fit_chat(self.lm, chat_at(ctx, self.format), self.sampling["max_tokens"],
-                        self.options.max_history_pairs, self.options.context_tokens,
-                        self.options.keep_first_pairs, self.options.keep_system)
+                        self.options.window, self.options.context_tokens)
 
     def parse(self, ctx: Context, text: str, finish_reason: str | None = None) -> Proposal:
         """One completion as a proposal; ``action`` None when it names no env action (a

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from clew.agents.lm.base import LanguageModel
+from clew.agents.window import ChatWindow, legacy_window
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
@@ -47,23 +48,14 @@ class PolicyOptions(Section):
     HEURISTIC_ONLY = frozenset({"prior", "n_samples", "oracle_temperature"})
 
 
-def check_history(max_history_pairs: int | None, keep_first_pairs: int, who: str) -> None:
-    """The elision must keep the current turn: ``max_history_pairs > keep_first_pairs``."""
-    if keep_first_pairs < 0:
-        raise ValueError(f"{who}: keep_first_pairs must be >= 0, got {keep_first_pairs}")
-    if max_history_pairs is not None and max_history_pairs <= keep_first_pairs:
-        raise ValueError(f"{who}: max_history_pairs ({max_history_pairs}) must be greater than "
-                         f"keep_first_pairs ({keep_first_pairs}), or null")
-
-
 class DistilledPolicyOptions(Section):
     """``distilled_policy`` (search agents): the policy is a model fine-tuned by ``clew train``
     (EL or IL, ``format``), prompted with the distilled agent's chat at each node
     (:class:`clew.agents.distilled.DistilledPolicy`); ``n_samples`` completions per expansion,
     one request; priors from their frequencies as for the LM policy. ``model`` is required (a
     spec string such as ``hf:runs/loop/round-1/models/el``; ``model_options`` go to its backend);
-    ``max_history_pairs`` / ``keep_first_pairs`` / ``keep_system`` / ``context_tokens`` fit the
-    chat as the distilled agent does.
+    ``window`` (:class:`~clew.agents.window.ChatWindow`) and ``context_tokens`` fit the chat as
+    the distilled agent does.
     Sampling defaults are the LM policy's (``temperature`` 1.0, ``top_p`` 0.95): diverse samples
     give the priors. ``constrain``: every answer is one of the env's legal actions
     (docs/methods/parsing.md#constrained-answers)."""
@@ -77,16 +69,14 @@ class DistilledPolicyOptions(Section):
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(0.95, gt=0, le=1)
     max_tokens: int = Field(384, ge=1)
-    max_history_pairs: int | None = Field(8, ge=1)
-    keep_first_pairs: int = Field(2, ge=0)
-    keep_system: bool = True
+    window: ChatWindow = Field(default_factory=ChatWindow)
     context_tokens: int | None = Field(None, ge=1)
     constrain: bool = False
 
-    @model_validator(mode="after")
-    def _history(self) -> DistilledPolicyOptions:
-        check_history(self.max_history_pairs, self.keep_first_pairs, "distilled_policy")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _old_window(cls, data: Any) -> Any:
+        return legacy_window(data, "distilled_policy") if isinstance(data, dict) else data
 
     @field_validator("model")
     @classmethod

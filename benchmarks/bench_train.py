@@ -292,7 +292,7 @@ def main() -> None:
     ap.add_argument("--plain", action="store_true", help="also time the plain PyTorch loop")
     ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     ap.add_argument("overrides", nargs="*", metavar="key=value",
-                    help="clew train options on top of the preset, e.g. batch_size=16")
+                    help="clew train options on top of the preset, e.g. sft.per_device_train_batch_size=16")
     args = ap.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -314,13 +314,15 @@ def main() -> None:
         model_dir = build_model(args.shape, tmp / "models", texts, device)
         cfg = load_config(TrainConfig, args.preset, list(args.overrides), presets="train", base={
             "model": str(model_dir), "data": data, "output_dir": str(tmp / "out"),
-            "max_steps": args.warmup + args.steps + 1, "save_checkpoints": False,
-            "logging_steps": 10 ** 6, "report_to": [], "merge": False,
-            "device": device})
+            "merge": False, "device": device,
+            "sft": {"max_steps": args.warmup + args.steps + 1, "save_strategy": "no",
+                    "logging_steps": 10 ** 6, "report_to": []}})
         with train_threads(cfg):
             threads = torch.get_num_threads()
             peak = matmul_peak(device)
             trainer, tokenizer, _, _ = build_trainer(cfg)
+            step_samples = (trainer.args.per_device_train_batch_size
+                            * trainer.args.gradient_accumulation_steps)
             probe = Probe(trainer, device, tokenizer.pad_token_id)
             if device == "cuda":
                 torch.cuda.reset_peak_memory_stats()
@@ -333,10 +335,9 @@ def main() -> None:
             head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
             plain = {}
             if args.plain:
-                plain = plain_loop(model_dir, plain_rows(data, cfg.envs),
-                                   cfg.batch_size * cfg.grad_accum, max(args.steps, 30),
-                                   cfg.learning_rate,
-                                   cfg.max_length or 10 ** 9, cfg.seed)
+                plain = plain_loop(model_dir, plain_rows(data, cfg.envs), step_samples,
+                                   max(args.steps, 30), cfg.trainer("learning_rate"),
+                                   cfg.trainer("max_length") or 10 ** 9, cfg.trainer("seed"))
         if device == "cuda":
             memory = torch.cuda.max_memory_allocated() / 2 ** 30
         else:
@@ -352,7 +353,7 @@ def main() -> None:
     fwd = 2 * weights + attn_fwd
     bwd = (4 if cfg.method == "full" else 2) * weights + 2 * attn_fwd
     model_flops = fwd + bwd
-    recompute_flops = model_flops + (fwd if cfg.gradient_checkpointing else 0)
+    recompute_flops = model_flops + (fwd if cfg.trainer("gradient_checkpointing") else 0)
     tokens_per_s = tokens / wall
     achieved = tokens_per_s * recompute_flops / 1e12
     print(json.dumps({
@@ -360,7 +361,7 @@ def main() -> None:
         "device": torch.cuda.get_device_name() if device == "cuda" else f"cpu x{threads} threads",
         "data": args.data or f"synthetic {args.lengths}", "steps": len(steps),
         "s_per_step": round(wall / len(steps), 4),
-        "samples_per_step": cfg.batch_size * cfg.grad_accum,
+        "samples_per_step": step_samples,
         "tokens_per_step": round(tokens / len(steps)),
         "tokens_per_s": round(tokens_per_s, 1),
         "padding_share": round(1 - tokens / fed, 4),

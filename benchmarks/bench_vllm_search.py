@@ -277,9 +277,10 @@ def formatted_model(dst: Path, args, wave: str) -> Path:
         m["content"] for r in rows[:300] for m in r["messages"]])
     with contextlib.redirect_stdout(sys.stderr):   # the trainer prints its logs
         train(TrainConfig(model=str(base), data=str(data), output_dir=str(dst), method="full",
-                          max_length=4096, max_steps=args.format_steps, grad_accum=1,
-                          learning_rate=2e-3, device="cpu", cpu_threads=2,
-                          save_checkpoints=False, logging_steps=50))
+                          device="cpu", cpu_threads=2,
+                          sft={"max_length": 4096, "max_steps": args.format_steps,
+                               "gradient_accumulation_steps": 1, "learning_rate": 2e-3,
+                               "save_strategy": "no", "logging_steps": 50}))
     return dst
 
 

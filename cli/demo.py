@@ -16,7 +16,7 @@ from pathlib import Path
 
 #: what --quick changes in the demo preset: one task and one episode per family, a few training
 #: steps, test episodes of at most 10 actions
-QUICK = ["limit_train=1", "limit_test=1", "limit_repeats=1", "train.max_steps=4",
+QUICK = ["limit_train=1", "limit_test=1", "limit_repeats=1", "train.sft.max_steps=4",
          "limit_test_steps=10"]
 
 

@@ -85,7 +85,7 @@ Run an agent on a suite split into a run directory: episodes.jsonl, metrics.json
 examples:
   clew eval --agent frontier --suite gridmap-v1:test --out runs/frontier
   clew eval --agent react --model hf:tiny:runs/models/tiny --suite gridmap-mini:test
-  clew eval --agent random --suite tasks.jsonl --out runs/r --concurrency 16 max_steps=50
+  clew eval --agent random --suite tasks.jsonl --out runs/r --concurrency 16 max_episode_steps=50
   clew eval --out runs/frontier --resume          # agent, suite, options read from the run
 """
 
@@ -133,7 +133,7 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
                         "agent, suite and options not given are read from the run")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="config overrides anywhere on the line, dotted keys for nested fields "
-                        "(max_steps=50 agent_options.search.n_simulations=20)")
+                        "(max_episode_steps=50 agent_options.search.n_simulations=20)")
 
 
 def _resumed_defaults(out: str | None) -> dict[str, Any]:

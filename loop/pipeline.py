@@ -9,9 +9,9 @@ directory or a folder of its own under ``out/round-<r>/``; baselines, evaluated 
 per family under ``out/report/``).
 
 Tasks are grouped into **families** (one table each). A family names the envs it holds and
-its own settings: the action cap (``max_steps``; unset = the env's own budget), repeats, extra
-options of the search, the history its samples and distilled prompts keep (``history``; unset =
-the data's ``elide_*`` and the agents' own options), and one line saying what a reader should
+its own settings: the action cap (``max_episode_steps``; unset = the env's own budget), repeats,
+extra options of the search, the chat window its samples and distilled prompts keep (``window``;
+unset = the data's ``window`` and the agents' own options), and one line saying what a reader should
 see in its table. The loop writes each family's train and test tasks to ``out/tasks/`` once, so
 every stage of every round plays exactly the same tasks.
 
@@ -38,13 +38,16 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+from clew.agents.window import ChatWindow
 from clew.metrics.summary import aggregate, summary_table
 from clew.records import atomic_write_json, atomic_write_text
+from clew.records.compat import Rename, move_renamed, within
 from clew.runner.config import ConfigError, EvalConfig, deep_merge, load_yaml, validate
 from clew.runner.evaluate import evaluate
-from clew.training.datasets import History
+from clew.training.datasets import DataConfig
+from clew.training.sft import TrainConfig
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
@@ -68,7 +71,8 @@ class Family(BaseModel):
 
     name: str
     envs: list[str] = Field(..., min_length=1, description="env names (task.env) it holds")
-    max_steps: int | None = Field(None, ge=1, description="action cap; unset = the env's budget")
+    max_episode_steps: int | None = Field(
+        None, ge=1, description="action cap of an episode; unset = the env's budget")
     train_suite: str | None = Field(
         None, description="this family's search tasks from another suite (e.g. more generated "
                           "tasks); unset = the loop's train_suite")
@@ -79,19 +83,37 @@ class Family(BaseModel):
     env_options: dict[str, Any] = Field(
         default_factory=dict, description="the envs' options for every agent of this family "
                                           "(e.g. textminigrid prompt: obs, a shorter prompt)")
-    history: History | None = Field(
-        None, description="the history this family's samples keep and its distilled agents "
-                          "send (the same by construction); unset = data's elide_* fields")
+    window: ChatWindow | None = Field(
+        None, description="the chat window this family's samples keep and its distilled agents "
+                          "send (the same by construction); unset = the data's window")
     train: dict[str, Any] = Field(
         default_factory=dict, description="clew train options of this family's models, on top of "
                                           "the loop's train (model_per_family only)")
     note: str = Field("", description="one line under the table: what to read in it")
+
+    #: keys renamed since (read with a warning), the training ones in its ``train`` too
+    RENAMED: ClassVar[dict[str, Rename]] = {"max_steps": "max_episode_steps", "history": "window",
+                                            **within("train", TrainConfig.RENAMED)}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return move_renamed(data, cls.RENAMED, "families: ")
 
 
 class LoopConfig(BaseModel):
     """What ``clew loop`` runs; see the module docstring."""
 
     model_config = ConfigDict(extra="forbid")
+
+    #: keys renamed since, in its ``train`` and ``data`` sections (read with a warning)
+    RENAMED: ClassVar[dict[str, Rename]] = {**within("train", TrainConfig.RENAMED),
+                                            **within("data", DataConfig.RENAMED)}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return move_renamed(data, cls.RENAMED)
 
     out: str = "runs/loop"
     rounds: int = Field(1, ge=1)
@@ -174,14 +196,14 @@ def fill(obj: Any, values: dict[str, str]) -> Any:
     return obj
 
 
-def with_history(options: dict[str, Any], agent: str, history: History) -> dict[str, Any]:
+def with_window(options: dict[str, Any], agent: str, window: ChatWindow) -> dict[str, Any]:
     """``options`` of an agent that prompts a trained model (``distilled``, or a search with a
-    ``distilled_policy``) with its context set to ``history``; other agents' as they are."""
+    ``distilled_policy``) with its chat window set to ``window``; other agents' as they are."""
     if agent == "distilled":
-        return {**options, **history.agent_options()}
+        return {**options, "window": window.model_dump()}
     if isinstance(options.get("distilled_policy"), dict):
         return {**options, "distilled_policy": {**options["distilled_policy"],
-                                                **history.agent_options()}}
+                                                "window": window.model_dump()}}
     return options
 
 
@@ -226,28 +248,30 @@ def write_task_files(sets: dict[tuple[str, str], list], out: Path) -> dict[tuple
 def train_config(cfg: LoopConfig, data: Path, output: Path, out: Path,
                  fam: Family | None = None):
     """The training config of one model: the preset, the loop's ``train``, the family's ``train``
-    and its envs (a model of one family), the loop's paths."""
-    from clew.training.sft import TrainConfig
+    and its envs (a model of one family), the loop's paths. Each layer's renamed keys move to
+    their new places before the layers are merged (:func:`clew.runner.config.load_config`)."""
+    def layer(options: dict[str, Any]) -> dict[str, Any]:
+        return move_renamed(fill(options, {"out": str(out)}), TrainConfig.RENAMED, "train: ")
 
     options = dict(cfg.train)
     preset = options.pop("preset", None)
-    base = load_yaml(preset, presets="train") if preset else {}
-    options = deep_merge(base, fill(options, {"out": str(out)}))
+    base = layer(load_yaml(preset, presets="train")) if preset else {}
+    options = deep_merge(base, layer(options))
     where = "train"
     if fam is not None:
-        options = deep_merge(options, fill(fam.train, {"out": str(out)}))
+        options = deep_merge(options, layer(fam.train))
         options["envs"] = list(fam.envs)
         where = f"families ({fam.name}).train"
     options.update(data=str(data), output_dir=str(output))
     if cfg.context_tokens:
-        options["max_length"] = cfg.context_tokens
+        options = deep_merge(options, {"sft": {"max_length": cfg.context_tokens}})
     return validate(TrainConfig, options, where)
 
 
 def train_model(options: dict[str, Any]) -> dict[str, Any]:
     """Train one model from its validated ``TrainConfig`` (as a dict: it may cross to another
     process); the first and last logged loss."""
-    from clew.training.sft import TrainConfig, train
+    from clew.training.sft import train
 
     cfg = TrainConfig.model_validate(options)
     shutil.rmtree(cfg.output_dir, ignore_errors=True)   # a stage that did not finish restarts
@@ -266,6 +290,9 @@ class Loop:
         self.state_file = self.out / "state.json"
         self.state: dict[str, Any] = {"done": {}}
         self.tasks: dict[tuple[str, str], Path] = {}
+        data = validate(DataConfig, {**cfg.data, "runs": ["-"]}, "data")
+        #: the data's window, which the distilled agents send too (a family's own wins)
+        self.data_window = data.window if "window" in data.model_fields_set else None
 
     def open(self, resume: bool) -> None:
         sets = task_sets(self.cfg)
@@ -309,16 +336,17 @@ class Loop:
         if spec is self.cfg.search or spec is self.cfg.next_search:
             options = deep_merge(options, fam.search_options)
         options = {"label": spec.label, **options} if spec.agent != "random" else options
-        if fam.history:  # the model answers on the context it was trained on
-            options = with_history(options, spec.agent, fam.history)
+        window = fam.window or self.data_window
+        if window:  # the model answers on the context it was trained on
+            options = with_window(options, spec.agent, window)
         if spec.agent == "distilled" and self.cfg.context_tokens:
             options = {"context_tokens": self.cfg.context_tokens, **options}
-        max_steps = fam.max_steps
+        cap = fam.max_episode_steps
         if split == "test" and self.cfg.limit_test_steps:
-            max_steps = min(max_steps or self.cfg.limit_test_steps, self.cfg.limit_test_steps)
+            cap = min(cap or self.cfg.limit_test_steps, self.cfg.limit_test_steps)
         cfg = EvalConfig(
             agent=spec.agent, agent_options=options, suite=str(self.tasks[fam.name, split]),
-            out=str(run), concurrency=self.cfg.concurrency, max_steps=max_steps,
+            out=str(run), concurrency=self.cfg.concurrency, max_episode_steps=cap,
             env_options=fam.env_options,
             repeats=min(fam.train_repeats if split == "train" else
                         spec.test_repeats or fam.test_repeats, self.cfg.limit_repeats or 10**9),
@@ -350,17 +378,17 @@ class Loop:
         return runs
 
     def data(self, r: int, runs: list[str]) -> dict[str, int]:
-        from clew.training.datasets import DataConfig, build_datasets, save_datasets
+        from clew.training.datasets import build_datasets, save_datasets
 
         folder = self.out / f"round-{r}" / "data"
 
         def work() -> dict[str, int]:
             shutil.rmtree(folder, ignore_errors=True)
             options = {"allow_empty": True, **self.cfg.data, "runs": runs}
-            by_env = {env: fam.history.model_dump() for fam in self.cfg.families
-                      if fam.history for env in fam.envs}
+            by_env = {env: fam.window.model_dump() for fam in self.cfg.families
+                      if fam.window for env in fam.envs}
             if by_env:
-                options["env_history"] = {**options.get("env_history", {}), **by_env}
+                options["env_window"] = {**options.get("env_window", {}), **by_env}
             data_cfg = validate(DataConfig, options, "data")
             datasets, report = build_datasets(data_cfg)
             save_datasets(datasets, report, folder)
@@ -511,7 +539,8 @@ def report(loop: Loop) -> str:
     evaluated = loop.rows()
     for fam in cfg.families:
         rows = [(name, aggregate(RunDir(run).episodes())) for name, run in evaluated[fam.name]]
-        cap = f"at most {fam.max_steps} actions" if fam.max_steps else "the env's own budget"
+        cap = (f"at most {fam.max_episode_steps} actions" if fam.max_episode_steps
+               else "the env's own budget")
         lines.append(f"## {fam.name}  ({', '.join(fam.envs)}; {cap} per episode)\n")
         if fam.note:
             lines.append(f"{fam.note}\n")

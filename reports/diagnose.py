@@ -303,7 +303,8 @@ def families_with_truth() -> list[str]:
 def _rules(config: dict[str, Any], record: dict[str, Any]) -> EpisodeRules:
     task = Task.from_dict(record["task"])
     env = make_for(task, **(record.get("env_options") or config.get("env_options") or {}))
-    return EpisodeRules(env, config.get("max_steps") or DEFAULT_MAX_STEPS,
+    cap = config.get("max_episode_steps", config.get("max_steps"))   # also before the rename
+    return EpisodeRules(env, cap or DEFAULT_MAX_STEPS,
                         config.get("max_invalid_streak"), config.get("repeat_limit"))
 
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
+from clew.records.compat import move_renamed, renamed_path
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -45,7 +46,10 @@ class EvalConfig(BaseModel):
     out: str | None = None
     repeats: int = Field(1, ge=1)
     concurrency: int = Field(4, ge=1)
-    max_steps: int | None = Field(None, ge=1)
+    max_episode_steps: int | None = Field(
+        None, ge=1, description="steps an episode may take (the episode rules' step limit); "
+                                "unset = the runner's 1000, the env's own budget usually ends "
+                                "it first")
     max_invalid_streak: int | None = Field(
         None, ge=0, description="stop after N invalid actions in a row; unset = env default, 0 = off")
     repeat_limit: int | None = Field(
@@ -61,12 +65,15 @@ class EvalConfig(BaseModel):
     parse_failure_min_outputs: int = Field(
         50, ge=1, description="outputs a role must have read before parse_failure_rate applies")
 
+    #: keys renamed since (read with a warning; docs/architecture.md#errors)
+    RENAMED: ClassVar[dict[str, str]] = {"max_steps": "max_episode_steps"}
+
     @model_validator(mode="before")
     @classmethod
     def _drop_recorded(cls, data: Any) -> Any:
         if isinstance(data, dict):
             data = {k: v for k, v in data.items() if k not in RECORDED}
-        return data
+        return move_renamed(data, cls.RENAMED)
 
     @field_validator("suite")
     @classmethod
@@ -100,14 +107,17 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.strip().split("."), value
 
 
-def merge_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    for text in overrides:
-        path, value = parse_override(text)
+def merge_overrides(data: dict[str, Any], overrides: list[str],
+                    parsed: list[tuple[list[str], Any]] = ()) -> dict[str, Any]:
+    """``data`` with each ``key=value`` of ``overrides`` (or each already parsed (path, value)
+    of ``parsed``) set at its dotted path."""
+    for path, value in [*map(parse_override, overrides), *parsed]:
         node = data
         for part in path[:-1]:
             nxt = node.setdefault(part, {})
             if not isinstance(nxt, dict):
-                raise ConfigError(f"override {text!r}: {part!r} is not a mapping")
+                raise ConfigError(f"override {'.'.join(path)}={value!r}: {part!r} is not a "
+                                  "mapping")
             node = nxt
         node[path[-1]] = value
     return data
@@ -232,10 +242,17 @@ def load_config(model: type[BaseModel], path: str | None, overrides: list[str],
                 base: dict[str, Any] | None = None, defaults: dict[str, Any] | None = None,
                 presets: str | None = None) -> Any:
     """``defaults`` < the config file (or preset ``presets``/NAME) < ``base`` (command-line
-    flags) < ``overrides``; nested mappings merged key by key."""
+    flags) < ``overrides``; nested mappings merged key by key. Keys the model renamed
+    (``model.RENAMED``, :mod:`clew.records.compat`) move to their new places in each layer
+    first, so an old name in one layer and the new one in another still override in order."""
+    renames = getattr(model, "RENAMED", {})
     data = load_yaml(path, presets)
     if presets == "agents" and path and not Path(path).exists():
         data = {"agent": str(path)}  # --config NAME means --agent NAME (label and all)
-    data = deep_merge(deep_merge(defaults or {}, data), base or {})
-    data = merge_overrides(data, overrides)
+    layers = [move_renamed(layer or {}, renames) for layer in (defaults, data, base)]
+    data = deep_merge(deep_merge(*layers[:2]), layers[2])
+    for text in overrides:
+        key, value = parse_override(text)
+        key, value = renamed_path(key, value, renames)
+        data = merge_overrides(data, [], [(key, value)])
     return validate(model, data, str(path) if path else None)

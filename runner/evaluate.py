@@ -34,14 +34,15 @@ from clew.runner.registry import resolve as resolve_agent
 MAX_TASK_ROWS = 12  # summaries list tasks one by one for suites this small
 
 # Fields that must not change when a run is resumed.
-RESUME_KEYS = ("agent", "agent_options", "suite", "repeats", "env_options", "max_steps",
+RESUME_KEYS = ("agent", "agent_options", "suite", "repeats", "env_options", "max_episode_steps",
                "max_invalid_streak", "repeat_limit", "shard", "limit")
 
 
 def comparable(config: dict[str, Any], key: str) -> Any:
     """A config field as resume and merge compare it: engine-only model options (tensor-parallel
     size, memory fraction, batch limits, ...) do not make another experiment."""
-    value = config.get(key)
+    old = {new: old for old, new in EvalConfig.RENAMED.items()}.get(key)
+    value = config.get(key, config.get(old) if old else None)   # runs recorded before a rename
     return experiment_options(value) if key == "agent_options" else value
 
 
@@ -186,7 +187,7 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
             counts = asyncio.run(run_suite(
                 lambda: build_agent(cfg.agent, **options), tasks, run,
                 repeats=cfg.repeats, concurrency=cfg.concurrency, env_options=cfg.env_options,
-                max_steps=cfg.max_steps, max_invalid_streak=cfg.max_invalid_streak,
+                max_steps=cfg.max_episode_steps, max_invalid_streak=cfg.max_invalid_streak,
                 repeat_limit=cfg.repeat_limit, progress=progress, waves=mem_dir is not None,
                 parse_stop=(None if cfg.parse_failure_rate is None else
                             (cfg.parse_failure_rate, cfg.parse_failure_min_outputs)),

@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = Path(__file__).with_name("ddp_probe.py")
 STEPS = 8
 # what the comparison needs fixed whatever the preset says: the batch, no dropout, a log per step
-TRAIN = ["--config", "lora-tiny", f"max_steps={STEPS}", "grad_accum=1", "logging_steps=1",
-         "learning_rate=2e-3", "lr_scheduler=constant", "lora.dropout=0.0", "seed=0",
-         "save_checkpoints=false", "merge=true"]
+TRAIN = ["--config", "lora-tiny", f"sft.max_steps={STEPS}", "sft.gradient_accumulation_steps=1",
+         "sft.logging_steps=1", "sft.learning_rate=2e-3", "sft.lr_scheduler_type=constant",
+         "lora.dropout=0.0", "sft.seed=0", "sft.save_strategy=no", "merge=true"]
 
 
 def write_chats(path: Path, n: int = 32) -> None:
@@ -67,7 +67,7 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):
     proc = subprocess.run(
         [str(accelerate), "launch", "--config_file", str(ROOT / "scripts/accelerate/ddp.yaml"),
          "--num_processes", "2", "--mixed_precision", "no", "--main_process_port",
-         str(free_port()), str(PROBE), "train", *TRAIN, "batch_size=2", f"model={model}",
+         str(free_port()), str(PROBE), "train", *TRAIN, "sft.per_device_train_batch_size=2", f"model={model}",
          f"data={data}", f"output_dir={ddp}"],
         check=False, capture_output=True, text=True, timeout=600,
         env={**os.environ, "PROBE_OUT": str(ddp), "PROBE_LOG": str(logs)})
@@ -83,7 +83,7 @@ def test_two_processes_train_like_one_with_the_same_global_batch(tmp_path):
     assert proc.stdout.count("adapter written to") == 1, proc.stdout
 
     one = tmp_path / "one"
-    assert main(["train", *TRAIN, "batch_size=4", f"model={model}", f"data={data}",
+    assert main(["train", *TRAIN, "sft.per_device_train_batch_size=4", f"model={model}", f"data={data}",
                  f"output_dir={one}"]) == 0
     runs = [json.loads((out / "clew_train.json").read_text()) for out in (ddp, one)]
     assert [r["metrics"]["global_step"] for r in runs] == [STEPS, STEPS]

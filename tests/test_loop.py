@@ -5,6 +5,7 @@ import json
 
 import pytest
 import yaml
+from clew.agents.window import ChatWindow
 from clew.cli.main import main
 from clew.loop.pipeline import (
     AgentSpec,
@@ -12,12 +13,11 @@ from clew.loop.pipeline import (
     fill,
     run_loop,
     standard_errors_apart,
-    with_history,
+    with_window,
 )
 from clew.runner.config import ConfigError, load_config
-from clew.training.datasets import History
 
-TINY_TRAIN = ["train.max_steps=2", "train.logging_steps=1"]
+TINY_TRAIN = ["train.sft.max_steps=2", "train.sft.logging_steps=1"]
 SHORT = ["limit_train=1", "limit_test=1", "limit_repeats=1", "limit_test_steps=6"]
 
 
@@ -53,25 +53,25 @@ def test_placeholders_are_filled_in_nested_options():
                                                         "x": [{"y": "/o/m"}], "n": 3}
 
 
-def test_a_family_history_sets_the_prompts_of_every_agent_that_asks_a_trained_model():
-    h = History(keep_first_pairs=1, keep_last_pairs=3, keep_system=False)
-    sent = {"keep_first_pairs": 1, "max_history_pairs": 4, "keep_system": False}
-    assert with_history({"model": "hf:m", "max_history_pairs": 1}, "distilled", h) == {
+def test_a_family_window_sets_the_prompts_of_every_agent_that_asks_a_trained_model():
+    w = ChatWindow(keep_first_pairs=1, keep_last_pairs=3, keep_system=False)
+    sent = {"window": {"keep_first_pairs": 1, "keep_last_pairs": 3, "keep_system": False}}
+    assert with_window({"model": "hf:m", "window": {"keep_last_pairs": 1}}, "distilled", w) == {
         "model": "hf:m", **sent}
-    mcts = {"roles": "heuristic", "distilled_policy": {"model": "hf:m", "keep_first_pairs": 0}}
-    assert with_history(mcts, "mcts", h) == {"roles": "heuristic",
-                                             "distilled_policy": {"model": "hf:m", **sent}}
-    assert mcts["distilled_policy"] == {"model": "hf:m", "keep_first_pairs": 0}  # not changed
-    assert with_history({"roles": "heuristic"}, "mcts", h) == {"roles": "heuristic"}
-    assert with_history({}, "random", h) == {}
+    mcts = {"roles": "heuristic", "distilled_policy": {"model": "hf:m", "window": {}}}
+    assert with_window(mcts, "mcts", w) == {"roles": "heuristic",
+                                            "distilled_policy": {"model": "hf:m", **sent}}
+    assert mcts["distilled_policy"] == {"model": "hf:m", "window": {}}  # not changed
+    assert with_window({"roles": "heuristic"}, "mcts", w) == {"roles": "heuristic"}
+    assert with_window({}, "random", w) == {}
     fams = [{"name": "g", "envs": ["gridmap"],
-             "history": {"keep_first_pairs": 0, "keep_last_pairs": 0}}]
-    with pytest.raises(ConfigError, match=r"families\.0\.history\.keep_last_pairs"):
+             "window": {"keep_first_pairs": 0, "keep_last_pairs": 0}}]
+    with pytest.raises(ConfigError, match=r"families\.0\.window\.keep_last_pairs"):
         load_config(LoopConfig, "demo", [], presets="loop", base={"families": fams})
 
 
 def test_family_train_options_need_a_model_per_family_and_are_checked_up_front(tmp_path):
-    fams = [{"name": "g", "envs": ["gridmap"], "train": {"max_steps": 5}}]
+    fams = [{"name": "g", "envs": ["gridmap"], "train": {"sft": {"max_steps": 5}}}]
     with pytest.raises(ConfigError, match=r"families\.0\.train: read only with model_per_family"):
         load_config(LoopConfig, "demo", [], presets="loop", base={"families": fams})
     cfg = _cfg(tmp_path, extra=["model_per_family=true"])
@@ -120,7 +120,7 @@ def test_loop_rounds_resume_and_expert_iteration(tmp_path, capsys):
     assert "backtracks" in rec["outcome"]
     assert len(rec["steps"]) <= 6  # limit_test_steps
     search = yaml.safe_load((r1 / "search" / "textminigrid" / "config.yaml").read_text())
-    assert search["max_steps"] == 40  # the search that makes the data keeps its family's cap
+    assert search["max_episode_steps"] == 40  # the search that makes the data keeps its cap
     stamp = (r1 / "models" / "el" / "config.json").stat().st_mtime_ns
 
     # a second round, searching with the round-1 EL model as the MCTS policy
@@ -182,9 +182,9 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
     preset = load_config(LoopConfig, "cpu-experiment", [], presets="loop")
     assert preset.model_per_family
     families = [f.model_dump() for f in preset.families]
-    assert families[3]["name"] == "textminigrid" and families[3]["train"]["max_steps"] > 2
-    families[3]["history"] = {"keep_first_pairs": 0, "keep_last_pairs": 2, "keep_system": False}
-    families[3]["train"] = {"max_steps": 3}   # the family's own steps, over the loop's 2
+    assert families[3]["name"] == "textminigrid" and families[3]["train"]["sft"]["max_steps"] > 2
+    families[3]["window"] = {"keep_first_pairs": 0, "keep_last_pairs": 2, "keep_system": False}
+    families[3]["train"] = {"sft": {"max_steps": 3}}   # the family's own steps, over the loop's 2
     config = tmp_path / "cpu-experiment-history2.yaml"
     config.write_text(yaml.safe_dump({**preset.model_dump(), "families": families}))
     rc = main(["loop", "--config", str(config), "--out", str(tmp_path / "x"), *SHORT,
@@ -200,7 +200,7 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
     for fam, steps in (("gridmap", 2), ("textminigrid", 3)):
         for kind in ("el", "il"):
             run = json.loads((models / fam / kind / "clew_train.json").read_text())
-            assert (run["config"]["envs"], run["config"]["max_steps"]) == ([fam], steps)
+            assert (run["config"]["envs"], run["config"]["sft"]["max_steps"]) == ([fam], steps)
             assert run["config"]["model"].endswith("models/tiny")     # one shared base model
     # TextMiniGrid keeps its family's history in its samples and in every distilled prompt
     # (two turns); the grid map the data's one turn
@@ -211,7 +211,8 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
         for fam, pairs in (("textminigrid", 2), ("gridmap", 1)):
             opts = yaml.safe_load((r1 / "eval" / label / fam / "config.yaml").read_text())
             opts = opts["agent_options"].get("distilled_policy", opts["agent_options"])
-            assert (opts["max_history_pairs"], opts["keep_first_pairs"]) == (pairs, 0), (label, fam)
+            assert opts["window"]["keep_last_pairs"] == pairs, (label, fam)
+            assert opts["window"]["keep_first_pairs"] == 0, (label, fam)
             assert opts["model"] == f"hf:{models / fam / 'el'}"        # the family's own model
     assert not (r1 / "eval" / "el-distilled" / "rooms").exists()
     rows = [json.loads(line) for line in (r1 / "data" / "el.jsonl").read_text().splitlines()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from clew.agents.window import ChatWindow
 from clew.cli.main import main
 from clew.envs import registry
 from clew.training.datasets import (
@@ -63,12 +64,14 @@ def test_rows_do_not_depend_on_the_order_episodes_finished(tmp_path):
     assert len(set(first["el"]["task_id"])) > 1           # more than one episode to order
 
 
+ONE_TURN = {"keep_first_pairs": 0, "keep_last_pairs": 1, "keep_system": False}
+
+
 def test_one_turn_samples_without_the_system_turn(tmp_path):
-    """elide_keep_first_pairs 0, elide_keep_last_pairs 1, elide_keep_system false: every chat
-    sample and every pair / value prompt is the current user turn alone (with its answer)."""
+    """window 0 + 1 pairs without the system turn: every chat sample and every pair / value
+    prompt is the current user turn alone (with its answer)."""
     run = write_run(tmp_path / "run", n_tasks=2)
-    ds, report = build_datasets(DataConfig(runs=[str(run)], elide_keep_first_pairs=0,
-                                           elide_keep_last_pairs=1, elide_keep_system=False))
+    ds, report = build_datasets(DataConfig(runs=[str(run)], window=ONE_TURN))
     assert report["samples"]["el"] == 8 and report["samples"]["pairs"] == 3
     for subset in ("el", "il_all"):
         assert [[m["role"] for m in row] for row in ds[subset]["messages"]] == (
@@ -79,24 +82,33 @@ def test_one_turn_samples_without_the_system_turn(tmp_path):
     assert kept["el"][0]["messages"][0]["role"] == "system"
 
 
-def test_history_per_env_overrides_the_elision_for_that_env_only(tmp_path):
-    """env_history: an env named there gets its own history in chats, pairs and values; the
-    other envs keep the elide_* fields; the digest changes only when it is set."""
+def test_window_per_env_overrides_the_window_for_that_env_only(tmp_path):
+    """env_window: an env named there gets its own window in chats, pairs and values; the
+    other envs keep ``window``; the digest changes only when it is set."""
     run = write_run(tmp_path / "run", n_tasks=2)
-    one_turn = {"keep_first_pairs": 0, "keep_last_pairs": 1, "keep_system": False}
-    here = build_datasets(DataConfig(runs=[str(run)], env_history={"toy-tree": one_turn}))[0]
-    flat = build_datasets(DataConfig(runs=[str(run)], elide_keep_first_pairs=0,
-                                     elide_keep_last_pairs=1, elide_keep_system=False))[0]
+    one_turn = ONE_TURN
+    here = build_datasets(DataConfig(runs=[str(run)], env_window={"toy-tree": one_turn}))[0]
+    flat = build_datasets(DataConfig(runs=[str(run)], window=one_turn))[0]
     for subset in ("el", "il_all", "pairs", "values"):
         assert here[subset].to_list() == flat[subset].to_list(), subset
-    elsewhere = DataConfig(runs=[str(run)], env_history={"gridmap": one_turn})
+    elsewhere = DataConfig(runs=[str(run)], env_window={"gridmap": one_turn})
     assert build_datasets(elsewhere)[0]["el"].to_list() == (
         build_datasets(DataConfig(runs=[str(run)]))[0]["el"].to_list())
-    assert elsewhere.history("toy-tree").keep_first_pairs == 2
+    assert elsewhere.window_of("toy-tree").keep_first_pairs == 2
     assert DataConfig(runs=["r"]).digest() != DataConfig(runs=["r"],
-                                                         env_history={"x": one_turn}).digest()
-    with pytest.raises(ValidationError, match="env_history.toy-tree.keep_last_pairs"):
-        DataConfig(runs=["r"], env_history={"toy-tree": {**one_turn, "keep_last_pairs": 0}})
+                                                         env_window={"x": one_turn}).digest()
+    with pytest.raises(ValidationError, match="env_window.toy-tree.keep_last_pairs"):
+        DataConfig(runs=["r"], env_window={"toy-tree": {**one_turn, "keep_last_pairs": 0}})
+
+
+def test_the_windows_old_keys_are_read_with_a_warning(capsys):
+    old = DataConfig(runs=["r"], elide_keep_first_pairs=0, elide_keep_last_pairs=1,
+                     elide_keep_system=False, env_history={"x": ONE_TURN})
+    assert old.window == ChatWindow(**ONE_TURN) and old.env_window == {"x": ChatWindow(**ONE_TURN)}
+    err = capsys.readouterr().err
+    assert "elide_keep_first_pairs is deprecated and read as window.keep_first_pairs" in err
+    with pytest.raises(ValidationError, match="elide_keep_last_pairs and window.keep_last_pairs"):
+        DataConfig(runs=["r"], elide_keep_last_pairs=1, window={"keep_last_pairs": 2})
 
 
 def test_selection_by_ground_truth():

@@ -6,18 +6,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from clew.agents.distilled import (
-    DistilledAgent,
-    decide,
-    elide,
-    parse_backtrack,
-)
+from clew.agents.distilled import DistilledAgent, decide, parse_backtrack
 from clew.agents.lm.fake import FakeLM
 from clew.agents.parsing import answer_text
+from clew.agents.window import ChatWindow
 from clew.envs import registry
 from clew.runner.episodes import run_episode
 from clew.runner.registry import build_agent
-from clew.training.datasets import History
 from clew.training.flatten import el_turns, flatten_episode, teacher_force
 from training_toys import TreeEnv, raw, worked_example
 
@@ -45,7 +40,7 @@ def test_replayed_el_chat_is_what_the_agent_sees_at_inference():
     chat = teacher_force(TreeEnv(), task, el_turns(items), root=tree.root)
     script = [m["content"] for m in chat.messages if m["role"] == "assistant"]
     lm = FakeLM(script)
-    agent = DistilledAgent(lm, max_history_pairs=None)
+    agent = DistilledAgent(lm, window={"keep_last_pairs": None})
     rec = asyncio.run(run_episode(agent, task, max_steps=10))
     assert rec["actions"] == ["A", "C", "backtrack S0", "B"]
     assert rec["outcome"]["success"] is True and rec["outcome"]["steps"] == 4
@@ -79,13 +74,14 @@ def test_history_elision_keeps_first_two_and_last_pairs():
     msgs = [{"role": "system", "content": "s"}]
     for i in range(10):
         msgs += [{"role": "user", "content": f"u{i}"}, {"role": "assistant", "content": f"a{i}"}]
-    kept = [m["content"] for m in elide(msgs, 2, 6)]
+    window = ChatWindow()                                    # the default: 2 + 6
+    kept = [m["content"] for m in window.apply(msgs)]
     assert kept == ["s", "u0", "a0", "u1", "a1"] + [x for i in range(4, 10)
                                                     for x in (f"u{i}", f"a{i}")]
     prompt = msgs + [{"role": "user", "content": "u10"}]   # the pending turn counts as a pair
-    assert [m["content"] for m in elide(prompt, 2, 6)][-3:] == ["u9", "a9", "u10"]
-    assert len(elide(prompt, 2, 6)) == 1 + 2 * 8 - 1
-    assert elide(msgs, 2, None) == msgs
+    assert [m["content"] for m in window.apply(prompt)][-3:] == ["u9", "a9", "u10"]
+    assert len(window.apply(prompt)) == 1 + 2 * 8 - 1
+    assert ChatWindow(keep_last_pairs=None).apply(msgs) == msgs
 
 
 @pytest.mark.parametrize("keep_first,keep_last,keep_system",
@@ -110,14 +106,12 @@ def test_elided_prompts_at_inference_equal_elided_training_samples(keep_first, k
               "steps": record["steps"] + [{"action": "H", "valid": True, "obs": "<s6>"}]}
     chat = teacher_force(TreeEnv(), task, el_turns(flatten_episode(record, {0: tree0, 1: tree1})),
                          root=tree0.root)
-    samples, _ = make_samples(chat, keep_first=keep_first, keep_last=keep_last,
-                              keep_system=keep_system)
+    window = ChatWindow(keep_first_pairs=keep_first, keep_last_pairs=keep_last,
+                        keep_system=keep_system)
+    samples, _ = make_samples(chat, window=window)
     assert len(samples) == 7
     lm = FakeLM([m["content"] for m in chat.messages if m["role"] == "assistant"])
-    # the agent's options as the data's History gives them (a loop family's history)
-    history = History(keep_first_pairs=keep_first, keep_last_pairs=keep_last,
-                      keep_system=keep_system)
-    agent = DistilledAgent(lm, **history.agent_options())
+    agent = DistilledAgent(lm, window=window.model_dump())    # the one window of data and agent
     asyncio.run(run_episode(agent, task, max_steps=10))
     assert len(lm.calls) == 7
     for call, sample in zip(lm.calls, samples):
@@ -129,13 +123,26 @@ def test_elided_prompts_at_inference_equal_elided_training_samples(keep_first, k
 
 
 def test_history_options_that_drop_the_current_turn_are_errors():
+    with pytest.raises(ValueError, match="keep_last_pairs"):
+        DistilledAgent(FakeLM(["x"]), window={"keep_last_pairs": 0})
     with pytest.raises(ValueError, match="max_history_pairs .1. must be greater than "
                                          "keep_first_pairs .2."):
-        DistilledAgent(FakeLM(["x"]), max_history_pairs=1)
+        DistilledAgent(FakeLM(["x"]), max_history_pairs=1)     # the window's old form
     with pytest.raises(ValueError, match="keep_first_pairs"):
         build_agent("mcts", roles="heuristic",
                     distilled_policy={"model": "fake:x", "max_history_pairs": 2,
                                       "keep_first_pairs": 2})
+
+
+def test_the_windows_old_options_are_read_with_a_warning(capsys):
+    agent = build_agent("distilled", model=FakeLM(["x"]), max_history_pairs=1, keep_first_pairs=0,
+                        keep_system=False)
+    assert agent.window == ChatWindow(keep_first_pairs=0, keep_last_pairs=1, keep_system=False)
+    err = capsys.readouterr().err
+    assert "warning: distilled agent: max_history_pairs is deprecated" in err and "window" in err
+    policy = build_agent("mcts", roles="heuristic",
+                         distilled_policy={"model": "fake:x", "max_history_pairs": None})
+    assert policy.policy.options.window.keep_last_pairs is None
 
 
 def test_registered_as_distilled():

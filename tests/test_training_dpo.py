@@ -26,7 +26,7 @@ def searched(tmp_path_factory):
     """Three MCTS episodes (heuristic roles) on gridmap, trees recorded, and `clew data`."""
     root = tmp_path_factory.mktemp("dpo")
     cfg = EvalConfig(agent="mcts-heuristic", agent_options={"value": {"noise": 0.2}},
-                     suite="gridmap-v1:train", limit=3, out=str(root / "run"), max_steps=30,
+                     suite="gridmap-v1:train", limit=3, out=str(root / "run"), max_episode_steps=30,
                      concurrency=2)
     evaluate(cfg, progress=False)
     # no episode succeeds, so the chat subsets are empty: accepted here (pairs are the point)
@@ -65,7 +65,7 @@ def test_pairs_are_sibling_actions_with_a_q_margin(searched):
 
 def test_pair_prompts_are_what_the_il_distilled_agent_sees(searched):
     """At a tree's root the prompt is the IL chat of the executed steps so far."""
-    from clew.agents.distilled import elide
+    from clew.agents.window import ChatWindow
     from clew.envs.base import Task
     from clew.envs.registry import make_for
     from clew.training.flatten import il_turns, teacher_force
@@ -78,9 +78,9 @@ def test_pair_prompts_are_what_the_il_distilled_agent_sees(searched):
                   if r["key"] == p["episode"])
     task = Task.from_dict(record["task"])
     chat = teacher_force(make_for(task), task, il_turns(record)[:p["t"]], "il", open_end=True)
-    # the distilled agent's history elision: system turn, first 2 and last 6 exchanges
-    assert p["prompt"] == elide([{"role": m["role"], "content": m["content"]}
-                                 for m in chat.messages], 2, 6)
+    # the distilled agent's default window: system turn, first 2 and last 6 exchanges
+    assert p["prompt"] == ChatWindow().apply([{"role": m["role"], "content": m["content"]}
+                                              for m in chat.messages])
     assert len([m for m in p["prompt"] if m["role"] == "assistant"]) == min(p["t"], 7)
     assert max(len(p["prompt"]) for p in pairs) == 1 + 2 * 8 - 1
 
@@ -111,17 +111,22 @@ def test_pair_and_dpo_options_are_checked():
         TrainConfig(**base, method="dpo")
     with pytest.raises(ValidationError, match="dpo: not read when objective is sft"):
         TrainConfig(**base, dpo={"beta": 0.2})
-    with pytest.raises(ValidationError, match="packing: not read when objective is dpo"):
-        TrainConfig(**base, objective="dpo", packing=True)
+    with pytest.raises(ValidationError, match="sft.packing: not read when objective is dpo"):
+        TrainConfig(**base, objective="dpo", sft={"packing": True})
     from clew.training.dpo import dpo_config
 
     with pytest.raises(ValueError, match="dpo.betta: not a field of TRL's DPOConfig"):
         dpo_config(TrainConfig(**base, objective="dpo", dpo={"betta": 0.2}))
-    with pytest.raises(ValueError, match="dpo.learning_rate: set it as the top-level"):
-        dpo_config(TrainConfig(**base, objective="dpo", dpo={"learning_rate": 0.2}))
-    args = dpo_config(TrainConfig(**base, objective="dpo", dpo={"beta": 0.3},
-                                  learning_rate=1e-3, device="cpu"))
-    assert args.beta == 0.3 and args.learning_rate == 1e-3 and args.use_cpu
+    with pytest.raises(ValueError, match="sft.dataset_num_procs: not read when objective is dpo"):
+        dpo_config(TrainConfig(**base, objective="dpo", sft={"dataset_num_procs": 2}))
+    # one preset serves both objectives: the sft section's shared fields carry over to DPO
+    args = dpo_config(TrainConfig(**base, objective="dpo", dpo={"beta": 0.3}, device="cpu",
+                                  sft={"learning_rate": 1e-3, "max_steps": 7}))
+    assert args.beta == 0.3 and args.learning_rate == 1e-3 and args.max_steps == 7
+    assert args.use_cpu and args.seed == 0 and args.max_length == 2048   # clew's defaults
+    args = dpo_config(TrainConfig(**base, objective="dpo", device="cpu",
+                                  sft={"learning_rate": 1e-3}, dpo={"learning_rate": 5e-6}))
+    assert args.learning_rate == 5e-6                               # dpo's own wins
 
 
 def _margins(model_dir: str, pairs: list[dict]) -> list[float]:
@@ -153,10 +158,10 @@ def test_dpo_trains_the_tiny_model_and_the_result_is_a_distilled_agent(
     out = searched / f"dpo-{method}"
     config = CONFIGS / ("full-tiny.yaml" if method == "full" else "lora-tiny.yaml")
     # full weights move faster than a LoRA adapter: a tenth of the LoRA config's rate (2e-3)
-    lr = ["learning_rate=2e-4"] if method == "full" else []
+    lr = ["sft.learning_rate=2e-4"] if method == "full" else []
     code = main(["train", "--config", str(config), "--model", str(tiny_model_dir),
                  "--data", str(searched / "data" / "pairs"), "--out", str(out),
-                 "objective=dpo", "max_steps=16", "max_length=768", "logging_steps=1",
+                 "objective=dpo", "sft.max_steps=16", "sft.max_length=768", "sft.logging_steps=1",
                  "dpo.beta=0.1", "limit=32", *lr])
     assert code == 0
     record = json.loads((out / "clew_train.json").read_text())
@@ -175,7 +180,7 @@ def test_dpo_trains_the_tiny_model_and_the_result_is_a_distilled_agent(
     run = searched / f"eval-{method}"
     assert main(["eval", "--agent", "distilled", "--model", f"hf:{model_dir}",
                  "--suite", "gridmap-v1:test", "--limit", "1", "--out", str(run),
-                 "agent_options.format=il", "agent_options.max_tokens=12", "max_steps=3",
+                 "agent_options.format=il", "agent_options.max_tokens=12", "max_episode_steps=3",
                  "parse_failure_rate=null"]) == 0
     episode = _lines(run / "episodes.jsonl")[0]
     assert episode["agent"] == "distilled" and episode["outcome"]["steps"] == 3

@@ -7,6 +7,7 @@ from itertools import pairwise
 
 import pytest
 from clew.agents.distilled import BACKTRACK_TURN, system_prompt
+from clew.agents.window import ChatWindow
 from clew.envs.base import Task
 from clew.search.tree import Tree
 from clew.training.flatten import (
@@ -262,7 +263,7 @@ def test_full_mode_and_elision():
                          root=tree.root)
     (full,), _ = make_samples(chat, mode="full")
     assert [m.get("weight") for m in full.messages if m["role"] == "assistant"] == [1, 1, 1, 1]
-    samples, _ = make_samples(chat, keep_first=1, keep_last=2)
+    samples, _ = make_samples(chat, window=ChatWindow(keep_first_pairs=1, keep_last_pairs=2))
     last = samples[-1].messages
     # 4 pairs > 1 + 2: the second pair goes, the system turn and the target stay
     assert [m["role"] for m in last] == ["system"] + ["user", "assistant"] * 3

@@ -50,7 +50,7 @@ def test_shipped_configs_are_valid():
         cfg = load_config(TrainConfig, str(file), [])
         assert cfg.output_dir and cfg.data
     big = load_config(TrainConfig, str(CONFIGS / "lora-7b.yaml"), [])
-    assert big.method == "lora" and big.gradient_checkpointing and big.merge
+    assert big.method == "lora" and big.trainer("gradient_checkpointing") and big.merge
 
 
 def test_config_errors_name_the_field(capsys):
@@ -79,12 +79,12 @@ def el_data(tmp_path_factory):
 
 
 def tiny_config(root, model, **kw):
+    sft = {"max_length": 256, "max_steps": 24, "per_device_train_batch_size": 4,
+           "gradient_accumulation_steps": 1, "learning_rate": 3e-3,
+           "lr_scheduler_type": "constant", "logging_steps": 4, "save_strategy": "no", "seed": 0}
     base = {"model": str(model), "data": str(root / "data" / "el"),
-            "output_dir": str(root / "out"), "max_length": 256, "max_steps": 24,
-            "batch_size": 4, "grad_accum": 1, "learning_rate": 3e-3, "lr_scheduler": "constant",
-            "logging_steps": 4, "save_checkpoints": False,
-            "lora": {"r": 8, "alpha": 16, "dropout": 0.0}, "seed": 0}
-    return TrainConfig(**{**base, **kw})
+            "output_dir": str(root / "out"), "lora": {"r": 8, "alpha": 16, "dropout": 0.0}}
+    return TrainConfig(**{**base, **kw, "sft": {**sft, **kw.get("sft", {})}})
 
 
 def test_loss_only_on_weighted_assistant_turns(el_data, tiny_model_dir):
@@ -110,10 +110,10 @@ def test_sft_section_goes_to_trl_and_bad_names_are_errors(el_data, tiny_model_di
     assert type(sampler).__name__ == "LengthGroupedSampler"
     with pytest.raises(ValueError, match="sft.nope: not a field of TRL's SFTConfig"):
         build_trainer(tiny_config(el_data, tiny_model_dir, sft={"nope": 1}))
-    with pytest.raises(ValueError, match="sft.max_length: set it as the top-level"):
-        build_trainer(tiny_config(el_data, tiny_model_dir, sft={"max_length": 64}))
-    with pytest.raises(ValueError, match="sft: not read when objective is dpo"):
-        tiny_config(el_data, tiny_model_dir, objective="dpo", sft={"seed": 1})
+    with pytest.raises(ValueError, match="bf16: clew sets it from precision"):
+        tiny_config(el_data, tiny_model_dir, sft={"bf16": True})
+    with pytest.raises(ValueError, match="sft.packing: not read when objective is dpo"):
+        tiny_config(el_data, tiny_model_dir, objective="dpo", sft={"packing": True})
 
 
 def test_env_batches_hold_one_env_each_and_cover_every_sample():
@@ -156,7 +156,7 @@ def test_batch_by_env_in_the_trainer(el_data, tiny_model_dir, tmp_path):
     with pytest.raises(ValueError, match="batch_by_env: dataset .* does not name every row's env"):
         build_trainer(cfg)
     with pytest.raises(ValueError, match="batch_by_env: packing joins"):
-        tiny_config(el_data, tiny_model_dir, batch_by_env=True, packing=True)
+        tiny_config(el_data, tiny_model_dir, batch_by_env=True, sft={"packing": True})
     with pytest.raises(ValueError, match="batch_by_env: not read when objective is dpo"):
         tiny_config(el_data, tiny_model_dir, objective="dpo", batch_by_env=True)
 
@@ -182,7 +182,7 @@ def test_envs_train_on_the_samples_of_those_envs_only(el_data, tiny_model_dir, t
 
 def test_a_bad_trl_section_is_one_error_line_from_the_command(el_data, tiny_model_dir, capsys):
     code = main(["train", "--model", str(tiny_model_dir), "--data", str(el_data / "data" / "el"),
-                 "--out", str(el_data / "bad-sft"), "method=full", "max_steps=1",
+                 "--out", str(el_data / "bad-sft"), "method=full", "sft.max_steps=1",
                  "sft={nope: 1}"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: sft.nope: not a field of TRL's SFTConfig")
@@ -198,8 +198,8 @@ def trained(el_data, lively_model_dir):
     out = el_data / "out"
     code = main(["train", "--config", str(CONFIGS / "lora-tiny.yaml"),
                  "--model", str(lively_model_dir), "--data", str(el_data / "data" / "el"),
-                 "--out", str(out), "max_steps=24", "max_length=256", "learning_rate=3e-3",
-                 "logging_steps=4"])
+                 "--out", str(out), "sft.max_steps=24", "sft.max_length=256",
+                 "sft.learning_rate=3e-3", "sft.logging_steps=4"])
     assert code == 0
     record = json.loads((out / "clew_train.json").read_text())
     cfg = TrainConfig(**record["config"])
@@ -209,7 +209,7 @@ def trained(el_data, lively_model_dir):
 def test_training_lowers_the_loss(trained):
     cfg, result = trained
     losses = result.losses
-    assert len(losses) >= 4 and result.metrics["global_step"] == cfg.max_steps
+    assert len(losses) >= 4 and result.metrics["global_step"] == cfg.trainer("max_steps")
     first, last = sum(losses[:2]) / 2, sum(losses[-2:]) / 2
     assert last < first - 0.5, losses  # nats per token; a random model starts near ln(2048)
     assert (result.output_dir / "adapter_config.json").exists()

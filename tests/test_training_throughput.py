@@ -38,13 +38,18 @@ def chats(tmp_path_factory) -> Path:
     return path
 
 
+#: one padded batch of all 8 samples a step
+ONE_BATCH = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1}
+
+
 def config(tmp_path, model, data, **kw) -> TrainConfig:
     """One plain SGD step at rate 1 over all 8 samples: the weights move by minus the gradient."""
     base = {"model": str(model), "data": str(data), "output_dir": str(tmp_path / "out"),
-            "method": "full", "max_length": 1024, "max_steps": 1, "batch_size": 2,
-            "grad_accum": 4, "learning_rate": 1.0, "lr_scheduler": "constant",
-            "max_grad_norm": 1e9, "logging_steps": 1, "save_checkpoints": False, "seed": 0}
-    sft = {"optim": "sgd", **kw.pop("sft", {})}
+            "method": "full"}
+    sft = {"max_length": 1024, "max_steps": 1, "per_device_train_batch_size": 2,
+           "gradient_accumulation_steps": 4, "learning_rate": 1.0, "lr_scheduler_type": "constant",
+           "max_grad_norm": 1e9, "logging_steps": 1, "save_strategy": "no", "seed": 0,
+           "optim": "sgd", **kw.pop("sft", {})}
     return TrainConfig(**{**base, **kw, "sft": sft})
 
 
@@ -94,12 +99,10 @@ def unpacked(samples):
 ])
 def test_each_sample_trains_as_if_alone(tmp_path, tiny_model_dir, chats, variant):
     options = {"balanced": {}, "all-positions": {},
-               "one-batch": {"batch_size": 8, "grad_accum": 1,
-                             "sft": {"train_sampling_strategy": "random"}},
-               "padding-free": {"batch_size": 8, "grad_accum": 1, "max_length": None,
-                                "sft": {"padding_free": True}},
-               "packed": {"batch_size": 8, "grad_accum": 1, "packing": True, "max_length": 512,
-                          "truncation_mode": "keep_start"}}[variant]
+               "one-batch": {"sft": {**ONE_BATCH, "train_sampling_strategy": "random"}},
+               "padding-free": {"sft": {**ONE_BATCH, "max_length": None, "padding_free": True}},
+               "packed": {"sft": {**ONE_BATCH, "packing": True, "max_length": 512,
+                                  "truncation_mode": "keep_start"}}}[variant]
     change, loss, samples = one_step(config(tmp_path, tiny_model_dir, chats, **options),
                                      labelled_only=variant != "all-positions")
     singles = list(unpacked(samples))
@@ -120,8 +123,9 @@ def test_balanced_micro_batches_keep_random_steps_with_little_padding(tmp_path, 
     data = tmp_path / "many.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
-    def steps_and_padding(seed, **kw):
-        trainer, *_ = build_trainer(config(tmp_path, tiny_model_dir, data, seed=seed, **kw))
+    def steps_and_padding(seed, sft=None):
+        trainer, *_ = build_trainer(config(tmp_path, tiny_model_dir, data,
+                                           sft={"seed": seed, **(sft or {})}))
         loader = trainer.get_train_dataloader()
         fed = real = 0
         for batch in loader:
@@ -138,7 +142,7 @@ def test_balanced_micro_batches_keep_random_steps_with_little_padding(tmp_path, 
     assert any(len(b) != 2 for b in micro)                           # sized by tokens
     other, _ = steps_and_padding(1)
     assert [sorted(i for b in list(other)[k:k + 4] for i in b) for k in range(0, 32, 4)] != steps
-    _, random = steps_and_padding(0, batch_size=2, sft={"train_sampling_strategy": "random"})
+    _, random = steps_and_padding(0, sft={"train_sampling_strategy": "random"})
     assert balanced < 0.05 < random / 2
 
 
@@ -150,14 +154,14 @@ def test_sampling_defaults_and_packing_truncation(tmp_path, tiny_model_dir, chat
     cfg = config(tmp_path, tiny_model_dir, chats, batch_by_env=True)
     assert sft_config(cfg).train_sampling_strategy == "random"   # EnvBatches decide
     with pytest.raises(ValueError, match="packing: TRL's packing cuts a sample"):
-        config(tmp_path, tiny_model_dir, chats, packing=True)
+        config(tmp_path, tiny_model_dir, chats, sft={"packing": True})
 
 
 def test_bench_train_prints_every_figure(tmp_path):
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--steps", "2",
          "--warmup", "1", "--samples", "24", "--lengths", "20-60,80-200", "--plain",
-         "max_length=256"],
+         "sft.max_length=256"],
         capture_output=True, text=True, check=True, cwd=tmp_path)
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     for key in ("tokens_per_s", "padding_share", "flops_per_token", "flops_per_token_recompute",

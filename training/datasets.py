@@ -46,41 +46,24 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+from clew.agents.window import ChatWindow
 from clew.envs.base import Task
 from clew.envs.registry import make_for
 from clew.records import RunDir, atomic_write_text, write_atomic
+from clew.records.compat import move_renamed
 from clew.records.jsonl import RecordError, numbered_jsonl
 from clew.search.tree import TreeFormatError, read_trees
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
 from clew.training.preferences import PairOptions, episode_rows
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SUBSETS = ("el", "il_all", "il_matched")
 EXAMPLES_PER_REASON = 3
 #: subsets from the search's estimates rather than chats (:mod:`clew.training.preferences`)
 TREE_SUBSETS = ("pairs", "values")
 EXPORT_FORMATS = ("chat", "openai", "prompt_completion", "context_response")
-
-
-class History(BaseModel):
-    """How much of an episode's history a sample keeps, for one env (DataConfig.env_history):
-    the system turn (unless ``keep_system`` is false), the first ``keep_first_pairs`` and the
-    last ``keep_last_pairs`` (observation, action) pairs, the current one included. The distilled
-    agent that answers on that env sends the same: ``keep_first_pairs``, ``max_history_pairs =
-    keep_first_pairs + keep_last_pairs``, ``keep_system`` (:meth:`agent_options`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    keep_first_pairs: int = Field(..., ge=0)
-    keep_last_pairs: int = Field(..., ge=1)
-    keep_system: bool = True
-
-    def agent_options(self) -> dict[str, Any]:
-        """The distilled agent's (and ``distilled_policy``'s) options for the same context."""
-        return {"keep_first_pairs": self.keep_first_pairs, "keep_system": self.keep_system,
-                "max_history_pairs": self.keep_first_pairs + self.keep_last_pairs}
 
 
 class DataConfig(BaseModel):
@@ -99,14 +82,13 @@ class DataConfig(BaseModel):
     il_max_actions: int | None = Field(None, ge=1)
     assessment_value: Literal["both", "text", "number"] = "both"
     sample_mode: Literal["prefix_last", "full"] = "prefix_last"
-    elide_keep_first_pairs: int = Field(2, ge=0)
-    elide_keep_last_pairs: int = Field(6, ge=1)
-    elide_keep_system: bool = Field(True, description="false: samples without the system turn "
-                                    "(the distilled agent's keep_system: false)")
-    env_history: dict[str, History] = Field(
-        default_factory=dict, description="per env name, the history its samples keep instead "
-                                          "of the elide_* fields (e.g. more turns where one "
-                                          "observation does not show enough)")
+    window: ChatWindow = Field(
+        default_factory=ChatWindow, description="the turns a sample keeps; the distilled agent "
+                                                "that answers on the data sends the same window")
+    env_window: dict[str, ChatWindow] = Field(
+        default_factory=dict, description="per env name, the window its samples keep instead "
+                                          "(e.g. more turns where one observation does not show "
+                                          "enough)")
     strict_replay: bool = False
     env_options: dict[str, Any] = Field(default_factory=dict)
     subsets: list[Literal["el", "il_all", "il_matched", "pairs", "values"]] = Field(
@@ -119,29 +101,36 @@ class DataConfig(BaseModel):
         default_factory=lambda: ["chat"])
     allow_empty: bool = Field(False, description="an empty subset is not an error")
 
-    def history(self, env: str) -> History:
-        """The history kept in ``env``'s samples: its ``env_history`` entry, else elide_*."""
-        return self.env_history.get(env) or History(
-            keep_first_pairs=self.elide_keep_first_pairs,
-            keep_last_pairs=self.elide_keep_last_pairs, keep_system=self.elide_keep_system)
+    #: the chat window's fields before it had one (read with a warning)
+    RENAMED: ClassVar[dict[str, str]] = {
+        "elide_keep_first_pairs": "window.keep_first_pairs",
+        "elide_keep_last_pairs": "window.keep_last_pairs",
+        "elide_keep_system": "window.keep_system",
+        "env_history": "env_window",
+    }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return move_renamed(data, cls.RENAMED, "data: ")
+
+    def window_of(self, env: str) -> ChatWindow:
+        """The window of ``env``'s samples: its ``env_window`` entry, else ``window``."""
+        return self.env_window.get(env) or self.window
 
     def export_options(self, env: str = "") -> ExportOptions:
-        h = self.history(env)
         return ExportOptions(
             el_max_actions=self.el_max_actions, assessment_value=self.assessment_value,
-            sample_mode=self.sample_mode, elide_keep_first_pairs=h.keep_first_pairs,
-            elide_keep_last_pairs=h.keep_last_pairs, elide_keep_system=h.keep_system,
+            sample_mode=self.sample_mode, window=self.window_of(env),
             strict_replay=self.strict_replay)
 
     def pair_options(self, env: str = "") -> PairOptions:
-        h = self.history(env)
         return PairOptions(self.pair_margin, self.pair_min_visits, self.value_min_visits,
-                           h.keep_first_pairs, h.keep_last_pairs, h.keep_system)
+                           self.window_of(env))
 
     def digest(self) -> str:
         # a field at its default that older configs lacked stays out, so their digests hold
-        old = ({"elide_keep_system"} if self.elide_keep_system else set()) | (
-            set() if self.env_history else {"env_history"})
+        old = set() if self.env_window else {"env_window"}
         blob = json.dumps(self.model_dump(exclude={"out", "allow_empty", *old}), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

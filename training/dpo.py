@@ -2,10 +2,12 @@
 draws from search trees (docs/methods/exploratory-learning.md#preference-pairs-and-dpo).
 
 The config is :class:`clew.training.sft.TrainConfig`, read the same way as for SFT: ``method``
-(``lora`` | ``full``), the ``lora`` section, the optimiser, device, precision, checkpoint and
-``merge`` fields mean what they mean there. DPO's own settings are TRL's: the ``dpo`` section is
-passed to ``DPOConfig`` as it is (``beta``, ``loss_type``, ``precompute_ref_log_probs``, ...),
-and TRL's defaults hold for what it leaves out. The reference model is TRL's choice too: with
+(``lora`` | ``full``), the ``lora`` section, device, precision and ``merge`` mean what they mean
+there, and the ``sft`` section's trainer settings that ``DPOConfig`` shares (the optimiser,
+steps, batches, checkpoints, ``max_length``) carry over, so an SFT preset trains DPO too. DPO's
+own settings are TRL's: the ``dpo`` section is passed to ``DPOConfig`` as it is (``beta``,
+``loss_type``, ``precompute_ref_log_probs``, ...) over those, and TRL's defaults hold for what
+both leave out. The reference model is TRL's choice too: with
 LoRA the base model with the adapter switched off, with full weights a frozen copy of the base.
 
 ``data`` is ``clew data``'s ``pairs`` folder or a JSONL of conversational ``prompt`` /
@@ -15,12 +17,10 @@ The output is an adapter or a model like SFT's, run with ``clew eval --agent dis
 
 from __future__ import annotations
 
-from typing import Any
-
 from clew.training.preferences import load_preference_dataset
 from clew.training.sft import (
     TrainConfig,
-    _checkpointing_field,
+    TrainError,
     peft_config,
     resolve_model,
     trainer_args,
@@ -29,12 +29,20 @@ from clew.training.sft import (
 
 
 def dpo_config(cfg: TrainConfig):
-    """TRL ``DPOConfig``: the shared training fields, then the ``dpo`` section as given."""
+    """TRL ``DPOConfig``: clew's derived settings and defaults, the ``sft`` section's fields
+    (those ``DPOConfig`` shares: ``TrainingArguments``, ``max_length``, ...), then the ``dpo``
+    section. A field of ``sft`` that DPO lacks is an error naming it: a preset that serves both
+    objectives keeps its SFT-only settings out of ``sft``."""
+    import dataclasses
+
     from trl import DPOConfig
 
-    args: dict[str, Any] = {_checkpointing_field(DPOConfig): cfg.gradient_checkpointing,
-                            **trainer_args(cfg)}
-    return trl_config(DPOConfig, "dpo", cfg.dpo, args)
+    known = {f.name for f in dataclasses.fields(DPOConfig)}
+    sft_only = sorted(set(cfg.sft) - known)
+    if sft_only:
+        raise TrainError(f"sft.{sft_only[0]}: not read when objective is dpo (DPOConfig has no "
+                         "such field)")
+    return trl_config(DPOConfig, "dpo", {**cfg.sft, **cfg.dpo}, trainer_args(cfg))
 
 
 def build_dpo_trainer(cfg: TrainConfig):

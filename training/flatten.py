@@ -59,13 +59,13 @@ from clew.agents.distilled import (
     answer,
     completion_text,
     decide,
-    elide,
     first_user,
     forward_user,
     invalid_user,
     returned_user,
     system_prompt,
 )
+from clew.agents.window import ChatWindow
 from clew.envs.base import Env, Task
 from clew.search.tree import Edge, Node, Tree
 
@@ -484,14 +484,13 @@ class Sample:
     n_backtracks: int
 
 
-def make_samples(chat: Chat, mode: str = "prefix_last", keep_first: int = 2,
-                 keep_last: int = 6, drop_reflection_mentions: bool = True,
-                 keep_system: bool = True
-                 ) -> tuple[list[Sample], dict[str, int]]:
+def make_samples(chat: Chat, mode: str = "prefix_last", window: ChatWindow | None = None,
+                 drop_reflection_mentions: bool = True) -> tuple[list[Sample], dict[str, int]]:
     """Training samples of one chat, and counts of dropped targets (docs/methods/exploratory-learning.md#samples-and-loss-weights).
 
     ``prefix_last``: one sample per valid assistant turn, the prefix ending there, weight 1 on
-    that turn only, first ``keep_first`` and last ``keep_last`` (user, assistant) pairs kept.
+    that turn only, cut to ``window`` (:class:`~clew.agents.window.ChatWindow`; default 2 + 6
+    pairs with the system turn).
     ``full``: one sample, weight 1 on every valid turn, no elision.
     """
     dropped = {"invalid_target": 0, "mentions_reflections": 0}
@@ -505,6 +504,7 @@ def make_samples(chat: Chat, mode: str = "prefix_last", keep_first: int = 2,
         else:
             usable.append(k)
     samples = []
+    window = window or ChatWindow()
     if mode == "full":
         if usable:
             msgs = [dict(m) for m in chat.messages]
@@ -518,7 +518,7 @@ def make_samples(chat: Chat, mode: str = "prefix_last", keep_first: int = 2,
         msgs = [dict(m) for m in chat.messages[:assistant_at[k] + 1]]
         for j, at in enumerate(assistant_at[:k + 1]):
             msgs[at]["weight"] = 1 if j == k else 0
-        samples.append(Sample(elide(msgs, keep_first, keep_last, keep_system), k,
+        samples.append(Sample(window.apply(msgs), k,
                               chat.kinds[:k + 1].count("back")))
     return samples, dropped
 
@@ -531,9 +531,7 @@ class ExportOptions:
     el_max_actions: int | None = 20
     assessment_value: Literal["both", "text", "number"] = "both"
     sample_mode: Literal["prefix_last", "full"] = "prefix_last"
-    elide_keep_first_pairs: int = 2
-    elide_keep_last_pairs: int = 6
-    elide_keep_system: bool = True
+    window: ChatWindow = field(default_factory=ChatWindow)
     strict_replay: bool = False
 
 
@@ -559,8 +557,7 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
     opt = options or ExportOptions()
     task = Task.from_dict(record["task"])
     out = EpisodeExport()
-    cut = {"mode": opt.sample_mode, "keep_first": opt.elide_keep_first_pairs,
-           "keep_last": opt.elide_keep_last_pairs, "keep_system": opt.elide_keep_system}
+    cut = {"mode": opt.sample_mode, "window": opt.window}
     env = make_env()
     if (record.get("outcome") or {}).get("charged_simulation"):
         # Charged simulation (docs/methods/mcts.md#free-and-charged-simulation) made real queries inside the search: the executed

@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from clew.agents.distilled import elide
+from clew.agents.window import ChatWindow
 from clew.envs.base import Task
 from clew.search.tree import Edge, Node, Tree
 from clew.training.flatten import FlattenError, Turn, completion_text, il_turns, teacher_force
@@ -47,9 +47,7 @@ class PairOptions:
     margin: float
     min_visits: int
     value_min_visits: int
-    keep_first: int = 2          # history elision, as for the chat samples (elide_keep_*_pairs)
-    keep_last: int = 6
-    keep_system: bool = True
+    window: ChatWindow = field(default_factory=ChatWindow)   # the chat samples' window
 
 
 @dataclass
@@ -133,9 +131,9 @@ def tree_rows(record: dict[str, Any], t: int, tree: Tree, make_env, opt: PairOpt
         if chat.truncated or chat.messages[-1]["role"] != "user":
             out.counts["replay_failed"] += 1
             continue
-        # elided like the IL samples and the distilled agent's own prompts
-        prompt = elide([{"role": m["role"], "content": m["content"]} for m in chat.messages],
-                       opt.keep_first, opt.keep_last, opt.keep_system)
+        # cut like the IL samples and the distilled agent's own prompts
+        prompt = opt.window.apply([{"role": m["role"], "content": m["content"]}
+                                   for m in chat.messages])
         where = {**meta, "t": t, "node": node.node_id, "depth": node.depth}
         if value is not None:
             out.values.append({"prompt": prompt, **value, **where})

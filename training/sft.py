@@ -46,8 +46,9 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+from clew.records.compat import Rename, move_renamed
 from clew.training.datasets import load_chat_dataset
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -66,8 +67,31 @@ class LoraSettings(BaseModel):
     target_modules: str | list[str] = "all-linear"
 
 
+#: the trainer settings clew chooses where TRL's defaults are not what clew trains with (common
+#: LoRA SFT practice, docs/methods/exploratory-learning.md#training); a config's ``sft`` (or
+#: ``dpo``) section overrides any of them
+TRAINER_DEFAULTS: dict[str, Any] = {
+    "per_device_train_batch_size": 1, "gradient_accumulation_steps": 8, "learning_rate": 2e-4,
+    "lr_scheduler_type": "cosine", "seed": 0, "max_length": 2048, "truncation_mode": "keep_end",
+    "logging_steps": 10, "save_total_limit": 2, "gradient_checkpointing": False,
+    "report_to": [], "logging_first_step": True, "disable_tqdm": False,
+}
+#: what SFT trains on by default: the weighted assistant turns of the completion
+SFT_DEFAULTS: dict[str, Any] = {"assistant_only_loss": True, "completion_only_loss": True}
+#: SFTConfig fields DPO does not read (the full list is TRL's: dpo_config checks it)
+SFT_ONLY = {"assistant_only_loss", "completion_only_loss", "packing", "packing_strategy",
+            "dataset_text_field", "eval_packing"}
+#: trainer settings clew derives from its own fields; a section that sets them is an error
+DERIVED = {"output_dir": "output_dir", "use_cpu": "device", "bf16": "precision",
+           "fp16": "precision", "model_init_kwargs": "precision"}
+
+
 class TrainConfig(BaseModel):
-    """What ``clew train`` runs."""
+    """What ``clew train`` runs: clew's own fields (the data, the model, how its weights are held,
+    the device) and the trainer's settings, passed to TRL as given: ``sft`` (TRL's
+    ``SFTConfig``: transformers' ``TrainingArguments`` and SFT's own fields) or, with
+    ``objective: dpo``, ``dpo`` (``DPOConfig``) over the fields of ``sft`` that ``DPOConfig``
+    shares, so one preset serves both objectives."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -78,34 +102,15 @@ class TrainConfig(BaseModel):
         "sft", description="sft: chats (EL/IL); dpo: preference pairs (clew data's pairs)")
     method: Literal["lora", "full"] = "lora"
     lora: LoraSettings = Field(default_factory=LoraSettings)
-    dpo: dict[str, Any] = Field(
-        default_factory=dict, description="TRL DPOConfig fields (beta, loss_type, ...), passed "
-                                          "through; TRL's defaults apply to the others")
     sft: dict[str, Any] = Field(
-        default_factory=dict, description="TRL SFTConfig fields clew does not set itself "
-                                          "(train_sampling_strategy, ...), passed through")
-    max_length: int | None = Field(2048, ge=16)
-    truncation_mode: Literal["keep_end", "keep_start"] = Field(
-        "keep_end", description="keep_end keeps the target turn of a long prefix sample")
-    epochs: float = Field(3.0, gt=0)
-    max_steps: int = Field(-1, description="overrides epochs when > 0")
-    batch_size: int = Field(
-        1, ge=1, description="samples per micro-batch per device, on average: a step's "
-                             "batch_size x grad_accum samples are cut into grad_accum micro-batches "
-                             "of about equal tokens")
-    grad_accum: int = Field(8, ge=1, description="micro-batches per optimizer step")
-    learning_rate: float = Field(2e-4, gt=0)
-    lr_scheduler: str = "cosine"
-    warmup_steps: int = Field(0, ge=0)
-    weight_decay: float = Field(0.0, ge=0)
-    max_grad_norm: float = Field(1.0, gt=0)
-    seed: int = 0
+        default_factory=dict, description="TRL SFTConfig fields (learning_rate, max_steps, "
+                                          "per_device_train_batch_size, ...), passed through")
+    dpo: dict[str, Any] = Field(
+        default_factory=dict, description="TRL DPOConfig fields (beta, loss_type, ...) over the "
+                                          "sft section's shared ones, passed through")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cpu_threads: int | None = Field(None, ge=1, description="torch threads when on CPU")
     precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
-    gradient_checkpointing: bool = False
-    assistant_only_loss: bool = True
-    packing: bool = False
     batch_by_env: bool = Field(
         False, description="each batch holds samples of one env (rows' 'env'), in random order; "
                            "long samples of one env then do not pad another's short ones")
@@ -113,14 +118,31 @@ class TrainConfig(BaseModel):
         None, min_length=1, description="train on the samples of these envs only (rows' 'env'; "
                                         "clew loop's model per family)")
     limit: int | None = Field(None, ge=1, description="train on the first N samples only")
-    report_to: list[Literal["tensorboard", "wandb"]] = Field(default_factory=list)
-    run_name: str | None = None
-    logging_steps: int = Field(10, ge=1)
-    save_steps: int = Field(500, ge=1)
-    save_total_limit: int | None = Field(2, ge=1)
-    save_checkpoints: bool = True
-    resume_from_checkpoint: str | bool | None = None
     merge: bool = False
+
+    #: trainer settings that were clew's own fields before the sections held them all (read
+    #: with a warning: the ``sft`` key to write instead)
+    RENAMED: ClassVar[dict[str, Rename]] = {
+        "epochs": "sft.num_train_epochs", "max_steps": "sft.max_steps",
+        "batch_size": "sft.per_device_train_batch_size",
+        "grad_accum": "sft.gradient_accumulation_steps", "learning_rate": "sft.learning_rate",
+        "lr_scheduler": "sft.lr_scheduler_type", "warmup_steps": "sft.warmup_steps",
+        "weight_decay": "sft.weight_decay", "max_grad_norm": "sft.max_grad_norm",
+        "seed": "sft.seed", "max_length": "sft.max_length",
+        "truncation_mode": "sft.truncation_mode",
+        "gradient_checkpointing": "sft.gradient_checkpointing",
+        "assistant_only_loss": "sft.assistant_only_loss", "packing": "sft.packing",
+        "report_to": "sft.report_to", "run_name": "sft.run_name",
+        "logging_steps": "sft.logging_steps", "save_steps": "sft.save_steps",
+        "save_total_limit": "sft.save_total_limit",
+        "resume_from_checkpoint": "sft.resume_from_checkpoint",
+        "save_checkpoints": ("sft.save_strategy", lambda keep: "steps" if keep else "no"),
+    }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return move_renamed(data, cls.RENAMED, "train: ")
 
     @field_validator("method", mode="before")
     @classmethod
@@ -134,20 +156,32 @@ class TrainConfig(BaseModel):
     def _unread(self) -> TrainConfig:
         """An option the chosen objective does not read is an error naming it."""
         unread = {"sft": ["dpo"] if self.dpo else [],
-                  "dpo": sorted({"assistant_only_loss", "packing", "batch_by_env", "envs"}
-                                & self.model_fields_set | ({"sft"} if self.sft else set()))}
+                  "dpo": sorted({"batch_by_env", "envs"} & self.model_fields_set)
+                  + [f"sft.{k}" for k in sorted(SFT_ONLY & set(self.sft))]}
         if unread[self.objective]:
             raise ValueError(f"{', '.join(unread[self.objective])}: not read when objective is "
                              f"{self.objective}")
-        if self.batch_by_env and self.packing:
+        derived = sorted((set(self.sft) | set(self.dpo)) & set(DERIVED))
+        if derived:
+            raise ValueError(f"{derived[0]}: clew sets it from {DERIVED[derived[0]]}")
+        packing, mode = self.sft.get("packing"), self.trainer("truncation_mode")
+        if self.batch_by_env and packing:
             raise ValueError("batch_by_env: packing joins samples into one sequence, so a batch "
                              "has no single env; use one or the other")
-        if self.packing and self.truncation_mode == "keep_end" and self.max_length:
-            raise ValueError("packing: TRL's packing cuts a sample longer than max_length at its "
-                             "end, which would drop the answer of a long sample; set "
-                             "truncation_mode=keep_start with a max_length above the longest "
+        if packing and mode == "keep_end" and self.trainer("max_length"):
+            raise ValueError("sft.packing: TRL's packing cuts a sample longer than max_length at "
+                             "its end, which would drop the answer of a long sample; set "
+                             "sft.truncation_mode=keep_start with a max_length above the longest "
                              "sample, or leave packing off (micro-batches are balanced by tokens)")
         return self
+
+    def trainer(self, name: str) -> Any:
+        """A trainer setting as it will train: the objective's section, else ``sft`` (for
+        DPO, the sections' shared fields), else clew's default (None: TRL's)."""
+        for section in ((self.dpo, self.sft) if self.objective == "dpo" else (self.sft,)):
+            if name in section:
+                return section[name]
+        return {**TRAINER_DEFAULTS, **SFT_DEFAULTS}.get(name)
 
 
 @dataclass
@@ -245,7 +279,8 @@ def _checkpointing_field(config_class) -> str:
 
 
 def trainer_args(cfg: TrainConfig) -> dict[str, Any]:
-    """The ``TrainingArguments`` fields SFT and DPO share (device and precision resolved here)."""
+    """The trainer settings clew derives from its own fields, SFT and DPO alike: the output
+    folder, the device and the precision (with the model's dtype)."""
     import torch
 
     cuda = torch.cuda.is_available()
@@ -264,28 +299,18 @@ def trainer_args(cfg: TrainConfig) -> dict[str, Any]:
         raise TrainError(f"precision: the config trains in {precision} but accelerate launch asks "
                          f"for mixed precision {launcher} (--mixed_precision, or its config "
                          "file); make them agree")
-    _check_reporters(cfg.report_to)
+    reporters = cfg.trainer("report_to")
+    _check_reporters([reporters] if isinstance(reporters, str) else list(reporters or []))
     dtype = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[precision]
-    return {
-        "output_dir": cfg.output_dir, "num_train_epochs": cfg.epochs, "max_steps": cfg.max_steps,
-        "per_device_train_batch_size": cfg.batch_size,
-        "gradient_accumulation_steps": cfg.grad_accum, "learning_rate": cfg.learning_rate,
-        "lr_scheduler_type": cfg.lr_scheduler, "warmup_steps": cfg.warmup_steps,
-        "weight_decay": cfg.weight_decay, "max_grad_norm": cfg.max_grad_norm, "seed": cfg.seed,
-        "data_seed": cfg.seed, "use_cpu": use_cpu, "bf16": precision == "bf16",
-        "fp16": precision == "fp16", "max_length": cfg.max_length,
-        "truncation_mode": cfg.truncation_mode, "report_to": list(cfg.report_to) or "none",
-        "run_name": cfg.run_name, "logging_steps": cfg.logging_steps, "logging_first_step": True,
-        "save_strategy": "steps" if cfg.save_checkpoints else "no", "save_steps": cfg.save_steps,
-        "save_total_limit": cfg.save_total_limit, "disable_tqdm": False,
-        "model_init_kwargs": {"dtype": dtype},
-    }
+    return {"output_dir": cfg.output_dir, "use_cpu": use_cpu, "bf16": precision == "bf16",
+            "fp16": precision == "fp16", "model_init_kwargs": {"dtype": dtype}}
 
 
-def trl_config(config_cls: type, section: str, given: dict[str, Any], args: dict[str, Any]):
-    """``config_cls(**args, **given)``: clew's fields, then a section of TRL's own settings as
-    given. A name TRL's config lacks, or one clew sets from a top-level field, is an error
-    naming it (``<section>.<name>``)."""
+def trl_config(config_cls: type, section: str, given: dict[str, Any], args: dict[str, Any],
+               defaults: dict[str, Any] | None = None):
+    """``config_cls``: clew's derived ``args``, then clew's ``defaults`` (:data:`TRAINER_DEFAULTS`
+    and the objective's), then the config's section as given. A name TRL's config lacks is an
+    error naming it (``<section>.<name>``)."""
     import dataclasses
 
     import trl
@@ -295,37 +320,60 @@ def trl_config(config_cls: type, section: str, given: dict[str, Any], args: dict
     if unknown:
         raise TrainError(f"{section}.{unknown[0]}: not a field of TRL's {config_cls.__name__} "
                          f"(trl {trl.__version__}); see its documentation")
-    clash = sorted(set(given) & set(args))
-    if clash:
-        raise TrainError(f"{section}.{clash[0]}: set it as the top-level training field, which "
-                         "SFT and DPO share")
-    return config_cls(**args, **given)
+    settings = {k: v for k, v in {**TRAINER_DEFAULTS, **(defaults or {})}.items() if k in known}
+    settings.update(_numbers(config_cls, section, given))
+    # one config trains under either name of activation checkpointing (_checkpointing_field)
+    name = _checkpointing_field(config_cls)
+    if "gradient_checkpointing" in settings and name != "gradient_checkpointing":
+        settings[name] = settings.pop("gradient_checkpointing")
+    settings.setdefault("data_seed", settings["seed"])
+    if not settings.get("report_to"):
+        settings["report_to"] = "none"
+    return config_cls(**args, **settings)
+
+
+def _numbers(config_cls: type, section: str, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with the numbers that arrived as text made numbers, by the field's type: YAML
+    reads ``1e-4`` (no dot) as a string, and TRL's dataclasses take values as they come."""
+    import dataclasses
+
+    types = {f.name: str(f.type) for f in dataclasses.fields(config_cls)}
+    out = dict(given)
+    for name, value in given.items():
+        kind = types[name]
+        if not isinstance(value, str) or "str" in kind or not ("float" in kind or "int" in kind):
+            continue
+        try:
+            out[name] = float(value) if "float" in kind else int(value)
+        except ValueError:
+            raise TrainError(f"{section}.{name}: {value!r} is not a number") from None
+    return out
 
 
 def sft_config(cfg: TrainConfig):
-    """TRL ``SFTConfig`` from our config, then the ``sft`` section as given.
+    """TRL ``SFTConfig``: clew's derived settings and defaults, then the ``sft`` section.
 
     Micro-batches are balanced by tokens unless the ``sft`` section names another
     ``train_sampling_strategy`` (or ``batch_by_env`` brings its own sampler): transformers'
-    ``batch_rebalance`` draws each optimizer step's ``batch_size x grad_accum`` samples at random,
-    as the default sampler does, then sorts them by length and cuts them into ``grad_accum``
-    micro-batches of about equal cost. A step trains on the same random samples, with the loss
-    averaged over the step's tokens, and hardly any padding (docs/scale-out.md#training-throughput).
+    ``batch_rebalance`` draws each optimizer step's ``per_device_train_batch_size x
+    gradient_accumulation_steps`` samples at random, as the default sampler does, then sorts them
+    by length and cuts them into ``gradient_accumulation_steps`` micro-batches of about equal
+    cost. A step trains on the same random samples, with the loss averaged over the step's
+    tokens, and hardly any padding (docs/scale-out.md#training-throughput).
     """
     from trl import SFTConfig
 
-    args = {_checkpointing_field(SFTConfig): cfg.gradient_checkpointing, **trainer_args(cfg),
-            "assistant_only_loss": cfg.assistant_only_loss, "completion_only_loss": True,
-            "packing": cfg.packing}
-    if "train_sampling_strategy" not in cfg.sft and not cfg.batch_by_env:
-        args["train_sampling_strategy"] = "batch_rebalance"
+    args = trainer_args(cfg)
+    defaults = dict(SFT_DEFAULTS)
+    if not cfg.batch_by_env:
+        defaults["train_sampling_strategy"] = "batch_rebalance"
     kernels = gpu_kernels(args["use_cpu"], args["model_init_kwargs"]["dtype"],
                           installed=lambda name: importlib.util.find_spec(name) is not None)
     if "attn_implementation" in kernels:
         args["model_init_kwargs"] = {**args["model_init_kwargs"],
                                      "attn_implementation": kernels.pop("attn_implementation")}
-    args.update({k: v for k, v in kernels.items() if k not in cfg.sft})
-    return trl_config(SFTConfig, "sft", cfg.sft, args)
+    defaults.update(kernels)
+    return trl_config(SFTConfig, "sft", cfg.sft, args, defaults)
 
 
 def gpu_kernels(use_cpu: bool, dtype: str, installed) -> dict[str, Any]:
@@ -491,7 +539,7 @@ def _train(cfg: TrainConfig) -> TrainResult:
     trainer, tokenizer, base, empty = build_trainer(cfg)
     dataset = trainer.train_dataset
     start = time.perf_counter()
-    out = run_trainer(trainer, cfg.resume_from_checkpoint)
+    out = run_trainer(trainer, cfg.trainer("resume_from_checkpoint"))
     seconds = time.perf_counter() - start
     trainer.save_model(cfg.output_dir)
     losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
