@@ -163,7 +163,7 @@ def test_config_takes_a_preset_name(cwd, capsys):
 
 def test_unknown_config_field_gets_a_did_you_mean(cwd, capsys):
     (cwd / "typo.yaml").write_text(f"agent: frontier\nsuite: {SUITE}\nmax_step: 3\n")
-    one_error(capsys, ["eval", "--config", "typo.yaml"], "max_step", "did you mean max_steps")
+    one_error(capsys, ["eval", "--config", "typo.yaml"], "max_step", "did you mean max_episode_steps")
 
 
 def test_model_spec_with_colon_space_is_a_string(cwd, capsys):
@@ -174,10 +174,10 @@ def test_model_spec_with_colon_space_is_a_string(cwd, capsys):
 
 
 def test_key_value_overrides_anywhere_on_the_line(cwd, capsys):
-    assert main(["eval", "--agent", "frontier", "max_steps=5", "--suite", SUITE, "--limit",
+    assert main(["eval", "--agent", "frontier", "max_episode_steps=5", "--suite", SUITE, "--limit",
                  "1", "--out", "runs/k", "repeats=2"]) == 0
     config = yaml.safe_load((cwd / "runs" / "k" / "config.yaml").read_text())
-    assert config["max_steps"] == 5 and config["repeats"] == 2
+    assert config["max_episode_steps"] == 5 and config["repeats"] == 2
 
 
 def test_textminigrid_task_without_a_level_is_refused_by_score(cwd, capsys):

@@ -67,7 +67,7 @@ def test_the_demo_search_into_clew_data_is_not_a_silent_zero(tmp_path, capsys):
     run = tmp_path / "search"
     opts = [f"agent_options.search.{k}={v}" for k, v in search.items()]
     assert main(["search", "--agent", "mcts", "--suite", "exploration-v1:train", "--limit", "6",
-                 "--out", str(run), "max_steps=40", *opts]) == 0
+                 "--out", str(run), "max_episode_steps=40", *opts]) == 0
     capsys.readouterr()
     code = main(["data", "--out", str(tmp_path / "data"), str(run)])
     out, err = capsys.readouterr()

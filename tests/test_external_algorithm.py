@@ -23,7 +23,7 @@ def greedy():
 def test_an_outside_algorithm_runs_through_clew_eval(greedy, tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(["eval", "--agent", "search", "--suite", "gridmap-mini:test", "--limit", "1",
-               "--out", str(out), "max_steps=3", "agent_options.search.algorithm=greedy",
+               "--out", str(out), "max_episode_steps=3", "agent_options.search.algorithm=greedy",
                "agent_options.search.prefer_stop=true", "agent_options.label=greedy"])
     assert rc == 0
     (record,) = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]

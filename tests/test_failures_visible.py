@@ -107,7 +107,7 @@ def test_a_run_past_the_threshold_stops_with_one_error_and_keeps_finished_episod
     out = tmp_path / "run"
     model = "fake:Next action: ```up```|I am not sure where to go.|<think>Left or right"
     code = main(["eval", "--agent", "react", "--model", model, "--suite", "gridmap-mini:test",
-                 "--repeats", "5", "--concurrency", "1", "--out", str(out), "max_steps=6",
+                 "--repeats", "5", "--concurrency", "1", "--out", str(out), "max_episode_steps=6",
                  "parse_failure_min_outputs=10"])
     err = capsys.readouterr().err
     assert code == 3
@@ -124,7 +124,7 @@ def test_a_run_past_the_threshold_stops_with_one_error_and_keeps_finished_episod
 def test_the_threshold_can_be_turned_off(tmp_path):
     out = tmp_path / "run"
     code = main(["eval", "--agent", "react", "--model", "fake:no idea", "--suite",
-                 "gridmap-mini:test", "--out", str(out), "max_steps=3",
+                 "gridmap-mini:test", "--out", str(out), "max_episode_steps=3",
                  "parse_failure_min_outputs=2", "parse_failure_rate=null"])
     assert code == 0
     recs = RunDir(out).episodes()

@@ -324,7 +324,7 @@ def test_options_are_typed_and_unknown_ones_named():
 def test_heuristic_presets_record_trees_that_clew_view_renders(preset, tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(["eval", "--agent", preset, "--suite", "gridmap-mini:test", "--limit", "1",
-               "--out", str(out), "max_steps=3", "agent_options.search.n_simulations=6",
+               "--out", str(out), "max_episode_steps=3", "agent_options.search.n_simulations=6",
                "agent_options.seed=3"])
     assert rc == 0
     (record,) = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
@@ -340,7 +340,7 @@ def test_heuristic_presets_record_trees_that_clew_view_renders(preset, tmp_path,
     # same seed, same episode
     again = tmp_path / "again"
     assert main(["eval", "--agent", preset, "--suite", "gridmap-mini:test", "--limit", "1",
-                 "--out", str(again), "max_steps=3", "agent_options.search.n_simulations=6",
+                 "--out", str(again), "max_episode_steps=3", "agent_options.search.n_simulations=6",
                  "agent_options.seed=3"]) == 0
     (rec2,) = [json.loads(x) for x in (again / "episodes.jsonl").read_text().splitlines()]
     assert rec2["actions"] == record["actions"]
@@ -420,7 +420,7 @@ def test_both_appear_in_the_compute_scaling_report(tmp_path):
         for budget in (2, 4):
             out = tmp_path / f"{preset}-{budget}"
             args = ["eval", "--agent", preset, "--suite", "gridmap-mini:test", "--limit", "1",
-                    "--out", str(out), "max_steps=2"]
+                    "--out", str(out), "max_episode_steps=2"]
             if budget == 4:                 # one run from the preset's config, one measured
                 args.append("agent_options.search.n_simulations=4")
             assert main(args) == 0

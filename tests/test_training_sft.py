@@ -53,6 +53,23 @@ def test_shipped_configs_are_valid():
     assert big.method == "lora" and big.trainer("gradient_checkpointing") and big.merge
 
 
+def test_old_training_keys_are_read_as_their_sft_fields_with_a_warning(capsys):
+    """The trainer settings that were clew's own fields still work, each with a warning naming
+    the sft key, and they override a preset's sft section like the new key would."""
+    from clew.runner.config import load_config
+
+    cfg = load_config(TrainConfig, "lora-tiny", ["max_steps=50", "batch_size=2",
+                                                 "save_checkpoints=true", "learning_rate=1e-4"],
+                      presets="train")
+    assert cfg.trainer("max_steps") == 50 and cfg.trainer("per_device_train_batch_size") == 2
+    assert cfg.trainer("save_strategy") == "steps" and cfg.trainer("learning_rate") == "1e-4"
+    err = capsys.readouterr().err
+    assert "warning: max_steps is deprecated and read as sft.max_steps" in err
+    assert "batch_size is deprecated and read as sft.per_device_train_batch_size" in err
+    with pytest.raises(ValueError, match="max_steps and sft.max_steps are the same setting"):
+        TrainConfig(model="m", data="d", output_dir="o", max_steps=5, sft={"max_steps": 6})
+
+
 def test_config_errors_name_the_field(capsys):
     assert main(["train", "--model", "tiny:x", "--data", "d", "--out", "o", "lora.r=0"]) == 2
     assert "lora.r" in capsys.readouterr().err
@@ -273,7 +290,7 @@ def test_full_fine_tuning_writes_a_complete_model(el_data, tiny_model_dir):
     out = el_data / "full"
     code = main(["train", "--config", str(CONFIGS / "full-tiny.yaml"), "--model",
                  str(tiny_model_dir), "--data", str(el_data / "data" / "el"), "--out", str(out),
-                 "max_steps=3", "max_length=128", "logging_steps=1"])
+                 "sft.max_steps=3", "sft.max_length=128", "sft.logging_steps=1"])
     assert code == 0
     assert (out / "config.json").exists() and not (out / "adapter_config.json").exists()
     lm = HFModel(str(out))  # loads as a plain model, with the chat template

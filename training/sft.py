@@ -321,7 +321,7 @@ def trl_config(config_cls: type, section: str, given: dict[str, Any], args: dict
         raise TrainError(f"{section}.{unknown[0]}: not a field of TRL's {config_cls.__name__} "
                          f"(trl {trl.__version__}); see its documentation")
     settings = {k: v for k, v in {**TRAINER_DEFAULTS, **(defaults or {})}.items() if k in known}
-    settings.update(_numbers(config_cls, section, given))
+    settings.update(_typed(config_cls, section, given))
     # one config trains under either name of activation checkpointing (_checkpointing_field)
     name = _checkpointing_field(config_cls)
     if "gradient_checkpointing" in settings and name != "gradient_checkpointing":
@@ -332,21 +332,23 @@ def trl_config(config_cls: type, section: str, given: dict[str, Any], args: dict
     return config_cls(**args, **settings)
 
 
-def _numbers(config_cls: type, section: str, given: dict[str, Any]) -> dict[str, Any]:
-    """``given`` with the numbers that arrived as text made numbers, by the field's type: YAML
-    reads ``1e-4`` (no dot) as a string, and TRL's dataclasses take values as they come."""
+def _typed(config_cls: type, section: str, given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` with YAML 1.1's readings undone where the field's type says otherwise: a number
+    written without a dot (``1e-4``) arrives as text, a word such as ``no`` (``save_strategy``)
+    as a boolean; TRL's dataclasses take values as they come."""
     import dataclasses
 
     types = {f.name: str(f.type) for f in dataclasses.fields(config_cls)}
     out = dict(given)
     for name, value in given.items():
         kind = types[name]
-        if not isinstance(value, str) or "str" in kind or not ("float" in kind or "int" in kind):
-            continue
-        try:
-            out[name] = float(value) if "float" in kind else int(value)
-        except ValueError:
-            raise TrainError(f"{section}.{name}: {value!r} is not a number") from None
+        if isinstance(value, bool) and "str" in kind and "bool" not in kind:
+            out[name] = "yes" if value else "no"
+        elif isinstance(value, str) and "str" not in kind and ("float" in kind or "int" in kind):
+            try:
+                out[name] = float(value) if "float" in kind else int(value)
+            except ValueError:
+                raise TrainError(f"{section}.{name}: {value!r} is not a number") from None
     return out
 
 

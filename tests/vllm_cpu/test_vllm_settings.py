@@ -70,7 +70,7 @@ def suite(tmp_path):
 
 def _search(spec, suite, out, shard, *options, resume=False):
     argv = ["eval", "--agent", "react", "--model", spec, "--suite", suite, "--out", str(out),
-            "--shard", shard, "--concurrency", "2", "max_steps=2", "agent_options.max_tokens=8",
+            "--shard", shard, "--concurrency", "2", "max_episode_steps=2", "agent_options.max_tokens=8",
             *(f"agent_options.model_options.{k}={v}" for k, v in
               {"dtype": ENGINE["dtype"], "max_model_len": ENGINE["max_model_len"],
                "enforce_eager": ENGINE["enforce_eager"]}.items()),
