@@ -118,13 +118,13 @@ class Episode:
         """Log an executed step (called by the runner)."""
         rec = StepRecord(
             t=self.t, action=decision.action, valid=step.valid, reward=step.reward,
-            done=step.done, obs=step.obs.text, raw=decision.raw,
+            done=step.terminated, obs=step.obs.text, raw=decision.raw,
             info={**step.info, **decision.info},
         )
         self.steps.append(rec)
         self.observations.append(step.obs)
         self.visited_states.add(self.env.state_key())
-        self.interactions.append(Interaction("executed", decision.action, step.valid, step.done))
+        self.interactions.append(Interaction("executed", decision.action, step.valid, step.terminated))
         return rec
 
     def simulator(self) -> Env:
@@ -180,7 +180,7 @@ class SimulatedEnv:
 
     def step(self, action: str) -> Step:
         step = self._env.step(action)
-        self._log.append(Interaction("simulated", action, step.valid, step.done))
+        self._log.append(Interaction("simulated", action, step.valid, step.terminated))
         self._states.add(self._env.state_key())
         if self._charge is not None and step.valid:
             self._charge(action)

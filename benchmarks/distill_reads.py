@@ -61,7 +61,7 @@ def play(task: Task, rule: bool, rng: random.Random, max_steps: int = 40) -> flo
         legal = env.legal_actions()
         action = rng.choice(allowed(task.env, legal, previous) if rule else legal)
         previous = action
-        if env.step(action).done:
+        if env.step(action).terminated:
             break
     return float(env.grade())
 

@@ -106,13 +106,14 @@ class Observation:
 
 @dataclass
 class Step:
-    """What one ``step`` returned. ``done``: the task ended the episode (Gymnasium's
-    *terminated*); ``truncated``: an episode rule cut it (the step limit, the invalid streak,
-    the repeat rule; see :mod:`clew.envs.wrappers`), ``truncated_by`` naming the rule."""
+    """What one ``step`` returned, with Gymnasium's split: ``terminated``, the task ended the
+    episode; ``truncated``, an episode rule cut it (the step limit, the invalid streak, the repeat
+    rule; see :mod:`clew.envs.wrappers`), ``truncated_by`` naming the rule. (An episode record
+    keeps ``terminated`` under its older name, ``done``, so runs read the same.)"""
 
     obs: Observation
     reward: float = 0.0
-    done: bool = False
+    terminated: bool = False
     valid: bool = True
     info: dict[str, Any] = field(default_factory=dict)
     truncated: bool = False

@@ -48,12 +48,12 @@ class ProposalLike(Protocol):
 class Transition:
     """What happened when an edge's action was applied in the simulator.
 
-    ``done``: the task ended the episode (Gymnasium's *terminated*); ``truncated_by``: the
-    episode rule that cut it (``max_steps``, ``invalid_streak``, ``repeated_action``) or None.
+    ``terminated``: the task ended the episode; ``truncated_by``: the episode rule that cut it
+    (``max_steps``, ``invalid_streak``, ``repeated_action``) or None (Gymnasium's split).
     """
 
     obs: str
-    done: bool = False
+    terminated: bool = False
     valid: bool = True
     truncated_by: str | None = None
     info: dict[str, Any] = field(default_factory=dict)

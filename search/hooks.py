@@ -119,7 +119,7 @@ class EpisodeHooks:
 
     def apply(self, node: Node, edge: Edge) -> Transition:
         step = self.sim.step(edge.action)
-        return Transition(step.obs.text, bool(step.done), bool(step.valid), step.truncated_by)
+        return Transition(step.obs.text, bool(step.terminated), bool(step.valid), step.truncated_by)
 
     def snapshot(self) -> Any:
         return self.sim.snapshot()

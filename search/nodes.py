@@ -282,7 +282,7 @@ def step_edge(tree: Tree, node: Node, edge: Edge, hooks: SearchHooks, cfg: Searc
     child.info = {"valid": tr.valid, **tr.info}
     if keep_snapshot:
         child.snap = hooks.snapshot()
-    if tr.done:                            # checked first: the goal on the last step counts
+    if tr.terminated:                      # checked first: the goal on the last step counts
         child.terminal, child.terminal_reason = True, "env_done"
     elif tr.truncated_by is not None:
         child.info["truncated_by"] = tr.truncated_by

@@ -27,7 +27,7 @@ def test_observation_texts_follow_the_template():
     assert obs.text == ("OBSERVATION: Position [1, 1]. Nothing is here. "
                         "Legal moves: up, down, left, right. Steps used: 0.")
     s = env.step("right")  # B at (2,1), needs A: found, blocked; its child is the goal
-    assert s.valid and not s.done
+    assert s.valid and not s.terminated
     assert s.obs.text == ("OBSERVATION: Position [2, 1]. You found state B; it is not activated. "
                           "To activate it you need A. It leads to: G (goal). "
                           "Legal moves: up, down, left. Steps used: 1.")
@@ -45,7 +45,7 @@ def test_observation_texts_follow_the_template():
     s = env.step("up")
     assert s.obs.text.startswith("OBSERVATION: Position [2, 2]. You activated the goal state "
                                  "G (goal). Task complete.")
-    assert s.done and s.reward == 1.0 and env.grade() == 1.0 and env.legal_actions() == []
+    assert s.terminated and s.reward == 1.0 and env.grade() == 1.0 and env.legal_actions() == []
 
 
 def test_revisiting_a_blocked_node_and_the_short_variant():
@@ -94,10 +94,10 @@ def test_budget_ends_the_episode():
     assert budget == 3 * 9
     for i in range(budget):
         s = env.step("left" if i % 2 == 0 else "right")
-    assert s.done and not env.state.success and env.grade() == 0.0
+    assert s.terminated and not env.state.success and env.grade() == 0.0
     assert "episode is over" in s.obs.text
     after = env.step("up")
-    assert after.done and not after.valid and env.clock() == budget
+    assert after.terminated and not after.valid and env.clock() == budget
 
 
 def test_legal_actions_are_the_admissible_moves():

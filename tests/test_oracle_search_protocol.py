@@ -45,24 +45,24 @@ def test_retry_thresholds_and_budget():
         step = env.step('{"query": {"x": 11}}')
         assert not step.valid and env.remaining == 4
         if i <= 20:
-            assert step.info["retry"] == "silent" and not step.done
+            assert step.info["retry"] == "silent" and not step.terminated
         elif i <= 25:
-            assert step.info["retry"] == "loud" and not step.done
+            assert step.info["retry"] == "loud" and not step.terminated
             assert step.obs.text == "Invalid query: x=11.0 is outside the domain [0, 10]. " \
                                     "Please try again."
         else:
-            assert step.info["retry"] == "end" and step.done
+            assert step.info["retry"] == "end" and step.terminated
     assert env.ended == "retries"
     # early-terminated episodes keep the best value found so far (docs/methods/envs.md#query-protocol [D])
     assert env.grade() == pytest.approx(hill.hill_value(2.0, hill.H_B2) / env.optimum)
     after = env.step('{"query": {"x": 1}}')
-    assert not after.valid and after.done
+    assert not after.valid and after.terminated
 
 
 def test_retry_limits_are_task_parameters():
     env = hill_env(budget=3, silent_retries=0, loud_retries=1)
     assert env.step("garbage").info["retry"] == "loud"
-    assert env.step("garbage").done
+    assert env.step("garbage").terminated
 
 
 def test_valid_queries_use_budget_and_end_the_episode():
@@ -70,7 +70,7 @@ def test_valid_queries_use_budget_and_end_the_episode():
     for i, x in enumerate([1.0, 1.0, 9.5]):  # repeats are allowed and cost budget
         step = env.step(json.dumps({"reason": "r", "query": {"x": x}}))
         assert step.valid and env.remaining == 2 - i
-    assert step.done and env.ended == "budget"
+    assert step.terminated and env.ended == "budget"
     assert "Queries left: 0." in step.obs.text
 
 
@@ -285,7 +285,7 @@ def test_stop_ends_early_and_the_metric_replays():
     actions = ["junk", f"node={good}", "STOP"]
     for a in actions:
         step = env.step(a)
-    assert step.done and env.ended == "stop" and env.remaining == 9
+    assert step.terminated and env.ended == "stop" and env.remaining == 9
     metrics = score_episode(env.task, {"actions": actions})
     assert metrics["normalized_reward"] == pytest.approx(1 / 45)
     assert metrics["valid_queries"] == 1 and metrics["invalid_attempts"] == 1

@@ -22,7 +22,7 @@ def test_worked_example_episode_1_and_the_next_episode_start():
     assert first.text == "Episode 1:\nYou see: dodger_blue door, tangerine door"
     steps = play(env, EPISODE_1)
     assert [s.reward for s in steps] == [0, 0, 3, 0, 2, 3]
-    assert all(s.valid for s in steps) and not any(s.done for s in steps)
+    assert all(s.valid for s in steps) and not any(s.terminated for s in steps)
     assert steps[-1].info["episode_end"] == "pickups"
     assert steps[-1].info["episode_return"] == 8
     assert [m.room for m in env.state.moves][-1] == R4
@@ -47,10 +47,10 @@ def test_door_budget_rules():
     assert env.state.episode == 1 and env.state.room == S
     # shortcut: C used and nothing left to pick up ends the episode at once
     steps = play(env, ["dodger_blue door", "apricot door", "apricot door"])
-    assert steps[-1].info["episode_end"] == "stuck" and steps[-1].done
+    assert steps[-1].info["episode_end"] == "stuck" and steps[-1].terminated
     assert "All 2 episodes are over." in steps[-1].obs.text
     after = env.step("dodger_blue door")
-    assert after.done and not after.valid
+    assert after.terminated and not after.valid
 
 
 def test_stuck_shortcut_can_be_turned_off():
@@ -60,7 +60,7 @@ def test_stuck_shortcut_can_be_turned_off():
     steps = play(env, ["dodger_blue door", "apricot door"])
     assert steps[-1].info["episode_end"] is None
     last = env.step("apricot door")
-    assert last.done and last.info["episode_end"] == "doors" and not last.info["moved"]
+    assert last.terminated and last.info["episode_end"] == "doors" and not last.info["moved"]
 
 
 def test_invalid_replies_use_no_budget_but_count_toward_the_call_cap():

@@ -62,7 +62,7 @@ class ScriptedHooks:
         self.state = self.state + (edge.action,)
         s = self.name(self.state)
         cut = self.steps_left is not None and len(self.state) >= self.steps_left
-        return Transition(obs=f"obs {s}", done=s in self.done,
+        return Transition(obs=f"obs {s}", terminated=s in self.done,
                           truncated_by="max_steps" if cut else None)
 
     def snapshot(self):

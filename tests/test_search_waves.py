@@ -330,4 +330,4 @@ def test_old_trees_without_waves_still_load():
 
 
 def test_transition_contract_unchanged():
-    assert Transition("x").done is False
+    assert Transition("x").terminated is False

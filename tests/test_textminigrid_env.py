@@ -41,7 +41,7 @@ def test_blocked_actions_are_silent_no_ops_and_the_sequence_continues():
     env = TextMiniGridEnv(max_actions=5)
     first = env.reset(CORNER)
     step = env.step("<actions>Go Forward,Pick Up,Drop,Toggle,Turn Right</actions>")
-    assert step.valid and not step.done
+    assert step.valid and not step.terminated
     assert step.info["executed"] == ["Go Forward", "Pick Up", "Drop", "Toggle", "Turn Right"]
     assert step.info["blocked"] == [True, True, True, True, False]
     assert env.clock() == 5  # every action costs a step, blocked or not
@@ -65,7 +65,7 @@ def test_truncation_to_m_and_reward_on_success_mid_sequence():
     env = TextMiniGridEnv(max_actions=5)
     env.reset(FACING_BALL)
     step = env.step("Pick Up,Turn Left,Turn Left")
-    assert step.done and env.grade() == 1.0 and step.info["executed"] == ["Pick Up"]
+    assert step.terminated and env.grade() == 1.0 and step.info["executed"] == ["Pick Up"]
     assert step.reward == pytest.approx(1 - 0.9 * 1 / 200)  # BabyAI reward (docs/methods/envs.md#textminigrid)
     assert env.legal_actions() == []
 
@@ -74,19 +74,19 @@ def test_picking_up_the_wrong_object_is_not_a_failure():
     env = TextMiniGridEnv(max_actions=5)
     env.reset(layout_task((2, 2, 0), [Placed(4, 4, "ball", "red"), Placed(3, 2, "key", "blue")]))
     step = env.step("Pick Up,Turn Left,Drop")
-    assert not step.done and step.obs.info["inventory"] == "nothing"
+    assert not step.terminated and step.obs.info["inventory"] == "nothing"
     assert step.obs.info["transitions"][0]["inventory"] == "a blue key"
 
 
 def test_step_limit_counts_atomic_actions():
     env = TextMiniGridEnv(max_actions=5, max_steps=7)
     env.reset(CORNER)
-    assert not env.step(",".join(["Turn Left"] * 5)).done
+    assert not env.step(",".join(["Turn Left"] * 5)).terminated
     step = env.step(",".join(["Turn Left"] * 5))
-    assert step.done and env.clock() == 7 and len(step.info["executed"]) == 2
+    assert step.terminated and env.clock() == 7 and len(step.info["executed"]) == 2
     assert env.grade() == 0.0
     after = env.step("Turn Left")
-    assert not after.valid and after.done and env.clock() == 7
+    assert not after.valid and after.terminated and env.clock() == 7
 
 
 def test_default_limit_is_200_steps_with_m_1():
@@ -117,16 +117,16 @@ def test_toggling_a_box_destroys_it_and_the_target_box_ends_the_episode():
     env = TextMiniGridEnv(max_actions=3)
     env.reset(target_box)
     step = env.step("Toggle,Turn Left")
-    assert step.done and env.grade() == 0.0 and step.info["target_destroyed"]
+    assert step.terminated and env.grade() == 0.0 and step.info["target_destroyed"]
     assert step.info["executed"] == ["Toggle"]
     other = layout_task((2, 2, 0), [Placed(4, 4, "ball", "red"), Placed(3, 2, "box", "green")])
     env.reset(other)
     step = env.step("Toggle")
-    assert not step.done and step.info["boxes_destroyed"] == 1 and "EM" in env.state.view
+    assert not step.terminated and step.info["boxes_destroyed"] == 1 and "EM" in env.state.view
     env = TextMiniGridEnv(max_actions=3, box_toggle="noop")
     env.reset(target_box)
     step = env.step("Toggle")
-    assert not step.done and step.info["blocked"] == [True] and env.clock() == 1
+    assert not step.terminated and step.info["blocked"] == [True] and env.clock() == 1
 
 
 def test_locked_door_needs_the_matching_key():
@@ -249,7 +249,7 @@ def play(env, actions):
     out = []
     for a in actions:
         s = env.step(a)
-        out.append((s.obs.text, s.reward, s.done, s.valid, env.clock()))
+        out.append((s.obs.text, s.reward, s.terminated, s.valid, env.clock()))
     return out
 
 
