@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from clew.agents.debate import DebateValue
+from clew.agents.distilled import DistilledPolicy
+from clew.agents.heuristics.search_roles import HeuristicPolicy, HeuristicValue, TemplateReflector
 from clew.agents.lm.base import LanguageModel
+from clew.agents.lm.spec import load_model
 from clew.agents.options import (
     DistilledPolicyOptions,
     ReflectionOptions,
@@ -20,7 +24,10 @@ from clew.agents.options import (
     RoleOptions,
     ValueOptions,
 )
+from clew.agents.policy import LMPolicy
+from clew.agents.reflection import Reflector as LMReflector
 from clew.agents.roles import Policy, Reflector, ValueFunction
+from clew.agents.value import SingleValue
 
 
 @dataclass
@@ -31,8 +38,6 @@ class Models:
     main: LanguageModel | None = None
 
     def for_role(self, role: RoleName) -> LanguageModel:
-        from clew.agents.lm.spec import load_model
-
         spec = self.options.role_models.get(role)
         if spec and spec != self.options.model:  # the run's own model keeps its options
             return load_model(spec)
@@ -46,37 +51,21 @@ def build_policy(opts: RoleOptions, branching_factor: int, models: Models,
     """The LM or heuristic policy of ``opts``; with ``distilled``, the distilled policy
     (a fine-tuned model in its EL/IL chat format) whatever the other roles are."""
     if distilled is not None:
-        from clew.agents.distilled import DistilledPolicy
-
         return DistilledPolicy(distilled, branching_factor)
     if not opts.lm_roles:
-        from clew.agents.heuristics.search_roles import HeuristicPolicy
-
         return HeuristicPolicy(branching_factor, opts.policy, seed=opts.seed)
-    from clew.agents.policy import LMPolicy
-
     return LMPolicy(models.for_role("policy"), branching_factor, opts.policy)
 
 
 def build_value(opts: RoleOptions, value: ValueOptions, models: Models) -> ValueFunction:
     if not opts.lm_roles:
-        from clew.agents.heuristics.search_roles import HeuristicValue
-
         return HeuristicValue(value, seed=opts.seed)
     if value.kind == "debate":
-        from clew.agents.debate import DebateValue
-
         return DebateValue(models.for_role("value"), value)
-    from clew.agents.value import SingleValue
-
     return SingleValue(models.for_role("value"), value)
 
 
 def build_reflector(opts: RoleOptions, reflection: ReflectionOptions, models: Models) -> Reflector:
     if not opts.lm_roles:
-        from clew.agents.heuristics.search_roles import TemplateReflector
-
         return TemplateReflector()
-    from clew.agents.reflection import Reflector as LMReflector
-
     return LMReflector(models.for_role("reflection"), reflection, seed=opts.seed)

@@ -70,6 +70,7 @@ from clew.agents.base import BaseAgent, Decision, Episode, StepRecord
 from clew.agents.fitting import fit_messages
 from clew.agents.lm.base import ChatRequest, LanguageModel, Message, Sampling
 from clew.agents.lm.calls import call
+from clew.agents.lm.spec import load_model
 from clew.agents.options import ACT_SAMPLING, DistilledPolicyOptions
 from clew.agents.parsing import ANSWER_PHRASE, answer_text, record
 from clew.agents.policy import LMPolicy, Proposal
@@ -268,8 +269,6 @@ class DistilledAgent(BaseAgent):
     @property
     def lm(self) -> LanguageModel:
         if self._lm is None:
-            from clew.agents.lm.spec import load_model
-
             self._lm = load_model(self.model, **self.model_options)
         return self._lm
 
@@ -410,8 +409,6 @@ class DistilledPolicy(LMPolicy):
     @property
     def lm(self) -> LanguageModel:
         if self._lm is None:
-            from clew.agents.lm.spec import load_model
-
             self._lm = load_model(self.options.model, **self.options.model_options)
         return self._lm
 

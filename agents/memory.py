@@ -46,6 +46,7 @@ Decisions:
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import bisect
 import hashlib
@@ -546,8 +547,6 @@ class ReflectionMemory:
 
     async def settle(self) -> None:
         """Await reflection jobs of finished tasks (so their records exist before a new task)."""
-        import asyncio
-
         pending = self.stores.pending
         while pending:
             # A finished job may belong to an event loop that is closed by now (one

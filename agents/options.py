@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from clew.agents.lm.base import LanguageModel
+from clew.agents.lm.spec import parse_spec
 from clew.agents.window import ChatWindow, legacy_window
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -82,8 +83,6 @@ class DistilledPolicyOptions(Section):
     @classmethod
     def _spec(cls, v: Any) -> Any:
         if isinstance(v, str):
-            from clew.agents.lm.spec import parse_spec
-
             parse_spec(v)           # a malformed spec is an error naming this option
         return v
 

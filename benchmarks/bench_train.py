@@ -298,7 +298,8 @@ def main() -> None:
 
     import torch
     from clew.runner.config import load_config
-    from clew.training.sft import TrainConfig, build_trainer, run_trainer, train_threads
+    from clew.training.config import TrainConfig
+    from clew.training.train import build_trainer, run_trainer, train_threads
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available()
                                                           else "cpu")

@@ -246,7 +246,8 @@ def formatted_model(dst: Path, args, wave: str) -> Path:
     from clew.agents.lm.base import answer_suffix
     from clew.agents.lm.fake import FakeLM
     from clew.agents.lm.tiny import build_tiny_model
-    from clew.training.sft import TrainConfig, train
+    from clew.training.config import TrainConfig
+    from clew.training.train import train
 
     rows = []
     samples: collections.Counter = collections.Counter()

@@ -12,6 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from clew.runner.config import ConfigError, load_config
+from clew.training.datasets import (
+    TREE_SUBSETS,
+    DataConfig,
+    build_datasets,
+    empty_hint,
+    empty_subsets,
+    save_datasets,
+)
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("items", nargs="*", metavar="RUN | key=value",
@@ -28,9 +38,6 @@ def _split(items: list[str]) -> tuple[list[str], list[str]]:
 
 
 def config(args: argparse.Namespace):
-    from clew.runner.config import ConfigError, load_config
-    from clew.training.datasets import DataConfig
-
     runs, overrides = _split(list(args.items))
     base = {}
     if runs:
@@ -51,8 +58,6 @@ def _skipped(kind: str, report: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clew.training.datasets import build_datasets, empty_hint, empty_subsets, save_datasets
-
     cfg = config(args)
     datasets, report = build_datasets(cfg, progress=True)
     out = save_datasets(datasets, report, cfg.out, cfg.formats)
@@ -66,8 +71,6 @@ def run(args: argparse.Namespace) -> int:
         if report[what]:
             print(f"{len(report[what])} {what.replace('_', ' ')} skipped, e.g. {report[what][0]}")
     print(f"report: {out / 'export_report.json'}")
-    from clew.training.datasets import TREE_SUBSETS
-
     no_rows = empty_subsets(cfg, report, TREE_SUBSETS)
     if no_rows:  # pairs and values are extras of a search's trees: said, not an error
         print(f"note: no rows in {', '.join(no_rows)} (pair_margin, pair_min_visits and "

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from clew.reports.diagnose import DiagnoseError, diagnose_run, summary_lines
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN", help="run directories with search trees")
@@ -17,8 +19,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clew.reports.diagnose import DiagnoseError, diagnose_run, summary_lines
-
     status = 0
     for path in args.runs:
         try:

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import argparse
 
+from clew.loop.pipeline import LoopConfig, run_loop
+from clew.runner.config import load_config
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True,
@@ -29,9 +32,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clew.loop.pipeline import LoopConfig, run_loop
-    from clew.runner.config import load_config
-
     base = {"out": args.out} if args.out else None
     cfg = load_config(LoopConfig, args.config, list(args.overrides), base=base, presets="loop")
     loop = run_loop(cfg, resume=args.resume, say=lambda s: print(f"[loop] {s}", flush=True),

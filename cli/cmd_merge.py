@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from clew.metrics.summary import aggregate, summary_table
+from clew.runner.shards import MergeError, merge_shards
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("shards", nargs="+", metavar="SHARD_DIR",
@@ -15,9 +18,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clew.metrics.summary import aggregate, summary_table
-    from clew.runner.shards import MergeError, merge_shards
-
     try:
         merged, counts = merge_shards(args.shards, args.out, allow_missing=args.allow_missing)
     except MergeError as exc:

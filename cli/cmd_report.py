@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from clew.reports.report import ReportError, write_report
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN", help="run directories to compare")
@@ -15,8 +17,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clew.reports.report import ReportError, write_report
-
     try:
         report = write_report(args.runs, args.out, react=args.react)
     except ReportError as exc:

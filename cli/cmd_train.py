@@ -1,4 +1,4 @@
-"""``clew train --config FILE [key=value ...]``: LoRA / full SFT with TRL (:mod:`clew.training.sft`);
+"""``clew train --config FILE [key=value ...]``: LoRA / full SFT with TRL (:mod:`clew.training.train`);
 with ``objective=dpo``, DPO on ``clew data``'s preference pairs (:mod:`clew.training.dpo`).
 
 Runs as is or under ``accelerate launch -m clew.cli train ...`` on several GPUs.
@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import argparse
 
+from clew.runner.config import ConfigError, load_config
+from clew.training.adapters import merge_adapter
+from clew.training.config import TrainConfig
+from clew.training.train import train
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="YAML config (fields of training.sft.TrainConfig) or the name "
+    p.add_argument("--config", help="YAML config (fields of training.config.TrainConfig) or the name "
                                     "of a preset shipped with clew: lora-tiny, lora-7b, "
                                     "full-tiny (configs/train/)")
     p.add_argument("--data", help="dataset folder or .jsonl (clew data output; pairs for dpo)")
@@ -26,9 +31,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def config(args: argparse.Namespace):
-    from clew.runner.config import load_config
-    from clew.training.sft import TrainConfig
-
     flags = {k: getattr(args, k) for k in ("data", "model", "output_dir", "merge")
              if getattr(args, k, None) is not None}
     return load_config(TrainConfig, args.config, list(args.overrides), base=flags,
@@ -37,9 +39,6 @@ def config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     if args.merge_only:
-        from clew.runner.config import ConfigError
-        from clew.training.adapters import merge_adapter
-
         if not args.output_dir:
             raise ConfigError("--merge-only needs --out DIR for the merged model")
         out = merge_adapter(args.merge_only, args.output_dir,
@@ -47,8 +46,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"merged model written to {out}")
         return 0
     from accelerate import PartialState
-    from clew.training.sft import train
-
     cfg = config(args)
     result = train(cfg)
     # under `accelerate launch` every process gets here; the first one wrote the output and

@@ -11,6 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from clew.records.rundir import tree_step
+from clew.reports.tree_view import write_episode_views, write_view
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("tree", help="a tree file written by a search (RUN/trees/EPISODE/STEP.json.gz) "
@@ -19,9 +22,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clew.records.rundir import tree_step
-    from clew.reports.tree_view import write_episode_views, write_view
-
     target = Path(args.tree)
     if not target.exists():
         raise FileNotFoundError(f"{target}: no such tree file or episode folder")

@@ -12,7 +12,11 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import warnings
 from pathlib import Path
+
+from clew.loop.pipeline import LoopConfig, run_loop
+from clew.runner.config import load_config
 
 #: what --quick changes in the demo preset: one task and one episode per family, a few training
 #: steps, test episodes of at most 10 actions
@@ -25,16 +29,11 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
-    import warnings
-
     warnings.filterwarnings("ignore", category=FutureWarning)
 
 
 def run_demo(out: Path, quick: bool = False) -> int:
     _quiet_libraries()
-    from clew.loop.pipeline import LoopConfig, run_loop
-    from clew.runner.config import load_config
-
     start = time.perf_counter()
     if out.exists():
         shutil.rmtree(out)  # the demo always starts fresh

@@ -31,6 +31,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
 #: a model's weights may take this share of one GPU's memory for the GPU to count as fitting it:
 #: the rest of vLLM's 0.92 share holds the KV cache, activations and CUDA graphs
 FIT_FRACTION = 0.6
@@ -227,8 +231,6 @@ class Report:
 
 def _pins(dist: str, names: tuple[str, ...]) -> dict[str, str]:
     """``name -> specifier`` of ``dist``'s own requirements on ``names``."""
-    from packaging.requirements import Requirement
-
     pins = {}
     for text in md.requires(dist) or []:
         req = Requirement(text)
@@ -238,9 +240,6 @@ def _pins(dist: str, names: tuple[str, ...]) -> dict[str, str]:
 
 
 def _check_pins(report: Report, dist: str) -> None:
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
-
     for name, spec in _pins(dist, ("torch", "transformers")).items():
         have = _version(name)
         if spec and have and Version(have) not in SpecifierSet(spec, prereleases=True):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import inspect
 import os
 import re
 import signal
@@ -23,7 +24,32 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from clew.runner.config import ConfigError
+from clew.agents.lm.openai_backend import OpenAIModel
+from clew.agents.lm.spec import ModelSpecError
+from clew.agents.memory import MemoryFormatError
+from clew.agents.options import OptionsError
+from clew.cli.demo import run_demo
+from clew.envs.suites import current_suite, get_suite, suite_builders
+from clew.metrics.score import score_lines
+from clew.metrics.summary import summary_table
+from clew.records import LockedError, RecordError, RunDir, dumps
+from clew.reports.report import ReportError
+from clew.runner.config import ConfigError, EvalConfig, load_config, load_yaml
+from clew.runner.episodes import RunAborted
+from clew.runner.evaluate import MAX_TASK_ROWS, RESUME_KEYS, default_out, evaluate
+from clew.runner.provenance import clew_version, git_commit
+from clew.runner.registry import (
+    AGENTS,
+    agent_entry,
+    load_preset,
+    model_need,
+    preset_about,
+    preset_names,
+    resolve,
+)
+from clew.runner.shards import MergeError
+from clew.search.tree import TreeFormatError
+from clew.training.config import TrainError
 
 DESCRIPTION = ("clew: agent search (R-MCTS and its baselines) and exploratory learning with "
                "local open-weight language models.")
@@ -58,17 +84,11 @@ _RUN: dict[str, Any] = {}
 
 
 def _default(field: str) -> Any:
-    from clew.runner.config import EvalConfig
-
     return EvalConfig.model_fields[field].default
 
 
 def _server_options() -> str:
     """The timeout and retry options of model servers, with the backend's own defaults."""
-    import inspect
-
-    from clew.agents.lm.openai_backend import OpenAIModel
-
     p = inspect.signature(OpenAIModel).parameters
     return (
         "model servers (openai:URL#NAME): agent_options.model_options.timeout=SECONDS per "
@@ -139,9 +159,6 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
 def _resumed_defaults(out: str | None) -> dict[str, Any]:
     """What ``--resume`` reads from the run: every field a resume compares (and the
     concurrency), with paths the run stores relative to itself made usable from here."""
-    from clew.records import RunDir
-    from clew.runner.evaluate import RESUME_KEYS
-
     run = RunDir(out) if out else None
     if run is None or not run.holds_run():
         return {}
@@ -156,8 +173,6 @@ def _resumed_defaults(out: str | None) -> dict[str, Any]:
 
 
 def _eval_config(args: argparse.Namespace):
-    from clew.runner.config import EvalConfig, load_config, load_yaml
-
     flags = {k: getattr(args, k) for k in
              ("agent", "suite", "out", "concurrency", "repeats", "limit", "shard", "resume")
              if getattr(args, k, None) is not None}
@@ -175,9 +190,6 @@ def _eval_config(args: argparse.Namespace):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from clew.metrics.summary import summary_table
-    from clew.runner.evaluate import MAX_TASK_ROWS, default_out, evaluate
-
     cfg = _eval_config(args)
     if args.command == "search":
         _check_search_agent(cfg.agent, cfg.agent_options)
@@ -198,8 +210,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _check_search_agent(name: str, options: dict[str, Any]) -> None:
-    from clew.runner.registry import resolve
-
     try:
         factory = resolve(name, options)[0]
     except (KeyError, ValueError) as exc:
@@ -210,9 +220,6 @@ def _check_search_agent(name: str, options: dict[str, Any]) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from clew.metrics.score import score_lines
-    from clew.records import dumps
-
     path = Path(args.file)
     if not path.exists():
         raise ConfigError(f"{path}: no such file")
@@ -229,16 +236,6 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    from clew.runner.registry import (
-        AGENTS,
-        agent_entry,
-        load_preset,
-        model_need,
-        preset_about,
-        preset_names,
-        resolve,
-    )
-
     def line(name: str, about: str) -> str:
         entry = agent_entry(resolve(name, {})[0])
         families = ", ".join(entry.families) if entry.families else "all"
@@ -255,8 +252,6 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_suites(args: argparse.Namespace) -> int:
-    from clew.envs.suites import current_suite, get_suite, suite_builders
-
     for name in sorted(suite_builders()):
         try:
             suite = get_suite(name)
@@ -270,15 +265,11 @@ def cmd_suites(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from clew.cli.demo import run_demo
-
     _RUN["path"] = args.out
     return run_demo(out=Path(args.out), quick=args.quick)
 
 
 def _version() -> str:
-    from clew.runner.provenance import clew_version, git_commit
-
     commit = git_commit()
     return f"clew {clew_version()}" + (f" (git {commit[:10]})" if commit else "")
 
@@ -350,15 +341,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that report a user's mistake (config, model spec, files, run directories),
     not a bug: one line, no traceback."""
-    from clew.agents.lm.spec import ModelSpecError
-    from clew.agents.memory import MemoryFormatError
-    from clew.agents.options import OptionsError
-    from clew.records import LockedError, RecordError
-    from clew.reports.report import ReportError
-    from clew.runner.shards import MergeError
-    from clew.search.tree import TreeFormatError
-    from clew.training.sft import TrainError
-
     return (ConfigError, ModelSpecError, OptionsError, MemoryFormatError, MergeError,
             ReportError, RecordError, LockedError, TreeFormatError, TrainError, FileExistsError,
             FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
@@ -379,8 +361,6 @@ def _stopped(signame: str) -> str:
     where = _RUN.get("path")
     if where is None:
         return f"{signame}; files already written are complete (clew writes atomically)"
-    from clew.records import RunDir
-
     try:
         n = len(RunDir(where).episodes())
     except Exception:  # noqa: BLE001 - the message must not fail
@@ -431,8 +411,6 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as exc:
-        from clew.runner.episodes import RunAborted
-
         if isinstance(exc, RunAborted):
             if debug:
                 traceback.print_exception(exc)

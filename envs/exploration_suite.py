@@ -45,8 +45,8 @@ from dataclasses import replace
 from typing import Any
 
 from clew.envs.base import Task
+from clew.envs.family import Suite
 from clew.envs.registry import generate
-from clew.envs.suites import Suite
 
 NAME = "exploration-v{}"
 VERSIONS = (1, 2)

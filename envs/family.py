@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from clew.envs.base import Task
+
 
 @dataclass(frozen=True)
 class EnvEntry:
@@ -65,3 +67,24 @@ class Family:
     metrics: tuple[FamilyMetric, ...] = ()
     suites: Mapping[str, str] = field(default_factory=dict)
     superseded: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named, versioned list of tasks by split (``train``: seen, ``test``: unseen;
+    docs/methods/instances.md)."""
+
+    name: str
+    version: int
+    splits: dict[str, list[Task]] = field(default_factory=dict)
+    description: str = ""
+
+    def split(self, split: str) -> list[Task]:
+        if split in ("all", "*"):
+            return [t for tasks in self.splits.values() for t in tasks]
+        try:
+            return self.splits[split]
+        except KeyError:
+            raise KeyError(
+                f"suite {self.name!r} has no split {split!r}; splits: {', '.join(self.splits)}"
+            ) from None

@@ -8,30 +8,11 @@ pure functions of nothing: the same suite name gives the same tasks on every mac
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from clew.envs.base import Task
+from clew.envs.family import Suite
 from clew.envs.registry import family_suites, load_object
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str
-    version: int
-    splits: dict[str, list[Task]] = field(default_factory=dict)
-    description: str = ""
-
-    def split(self, split: str) -> list[Task]:
-        if split in ("all", "*"):
-            return [t for tasks in self.splits.values() for t in tasks]
-        try:
-            return self.splits[split]
-        except KeyError:
-            raise KeyError(
-                f"suite {self.name!r} has no split {split!r}; splits: {', '.join(self.splits)}"
-            ) from None
-
 
 # Suites that span families (each family's own are in its family.py): name -> "module:builder"
 # with builder() -> Suite. register_suite adds one from outside.

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import shutil
 import time
 from collections import Counter
@@ -40,14 +41,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import yaml
+from clew.agents.lm.tiny import build_tiny_model
 from clew.agents.window import ChatWindow
+from clew.envs.suites import resolve
 from clew.metrics.summary import aggregate, summary_table
-from clew.records import atomic_write_json, atomic_write_text
+from clew.records import RunDir, atomic_write_json, atomic_write_text
 from clew.records.compat import Rename, move_renamed, within
+from clew.reports.report import ReportError, write_report
 from clew.runner.config import ConfigError, EvalConfig, deep_merge, load_yaml, validate
 from clew.runner.evaluate import evaluate
-from clew.training.datasets import DataConfig
-from clew.training.sft import TrainConfig
+from clew.training.config import TrainConfig
+from clew.training.datasets import DataConfig, build_datasets, load_chat_dataset, save_datasets
+from clew.training.train import train
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
@@ -209,8 +215,6 @@ def with_window(options: dict[str, Any], agent: str, window: ChatWindow) -> dict
 
 def task_sets(cfg: LoopConfig) -> dict[tuple[str, str], list]:
     """Each family's train and test tasks; a config error before anything is written."""
-    from clew.envs.suites import resolve
-
     def tasks_of(spec: str, field: str):
         try:
             return resolve(spec)
@@ -271,8 +275,6 @@ def train_config(cfg: LoopConfig, data: Path, output: Path, out: Path,
 def train_model(options: dict[str, Any]) -> dict[str, Any]:
     """Train one model from its validated ``TrainConfig`` (as a dict: it may cross to another
     process); the first and last logged loss."""
-    from clew.training.sft import train
-
     cfg = TrainConfig.model_validate(options)
     shutil.rmtree(cfg.output_dir, ignore_errors=True)   # a stage that did not finish restarts
     losses = train(cfg).losses
@@ -313,8 +315,6 @@ class Loop:
                 self.state = json.loads(self.state_file.read_text())
         elif self.out.exists() and any(self.out.iterdir()):
             raise ConfigError(f"out: {self.out} exists and holds no loop; choose another --out")
-        import yaml
-
         atomic_write_text(stored, yaml.safe_dump(self.cfg.model_dump(), sort_keys=False))
         self.tasks = write_task_files(sets, self.out)
 
@@ -378,8 +378,6 @@ class Loop:
         return runs
 
     def data(self, r: int, runs: list[str]) -> dict[str, int]:
-        from clew.training.datasets import build_datasets, save_datasets
-
         folder = self.out / f"round-{r}" / "data"
 
         def work() -> dict[str, int]:
@@ -435,8 +433,6 @@ class Loop:
         pending = [job for job in jobs if job[2] not in self.state["done"]]
         pool, started = None, {}
         if self.cfg.train_jobs > 1 and len(pending) > 1:
-            import multiprocessing
-
             at_once = min(self.cfg.train_jobs, len(pending))
             pool = multiprocessing.get_context("spawn").Pool(at_once)
             started = {key: pool.apply_async(train_model, (options,))
@@ -466,17 +462,12 @@ class Loop:
     @staticmethod
     def samples_per_env(data: Path, sizes: dict[str, int]) -> dict[str, Counter]:
         """Each trained subset's samples counted by env (each dataset read once)."""
-        from clew.training.datasets import load_chat_dataset
-
         return {subset: Counter(load_chat_dataset(data / subset)["env"])
                 for subset in ("el", "il_all") if sizes.get(subset)}
 
     def build_tiny(self, r: int, sizes: dict[str, int]) -> None:
         """Build a ``tiny:`` base model that does not exist yet, its tokenizer trained on this
         round's chats (``tiny_tokenizer: data``; docs/methods/loop.md#compact-samples)."""
-        from clew.agents.lm.tiny import build_tiny_model
-        from clew.training.datasets import load_chat_dataset
-
         model = str(train_config(self.cfg, Path("-"), Path("-"), self.out).model)
         if not model.startswith("tiny:") or self.cfg.tiny_tokenizer != "data":
             return
@@ -525,8 +516,6 @@ class Loop:
 
 def report(loop: Loop) -> str:
     """The loop's comparison: one table per family with its note, and the timing."""
-    from clew.records import RunDir
-
     cfg = loop.cfg
     title = (f"# clew loop: {cfg.rounds} round(s); search on {cfg.train_suite}, evaluation on "
              f"{cfg.test_suite}\n")
@@ -563,8 +552,6 @@ def report(loop: Loop) -> str:
 
 def html_reports(loop: Loop) -> None:
     """``clew report`` pages (tables and plots) per family over every evaluated agent."""
-    from clew.reports.report import ReportError, write_report
-
     for fam, rows in loop.rows().items():
         if len(rows) < 2:
             continue

@@ -36,14 +36,13 @@ Four sections, each a pure function over the replayed rows:
 
 ``diagnose_run`` writes ``RUN/diagnose/diagnose.json``, ``nodes.jsonl`` (one line per replayed
 node, for analyses of one's own) and plots; ``clew report`` shows the JSON of every run that has
-one (:func:`report_tables`).
+one (:func:`clew.reports.report.diagnose_tables`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -52,12 +51,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from clew.envs.base import Task
-from clew.envs.registry import make_for
+from clew.envs.base import Env, Task
+from clew.envs.registry import ENVS, env_class, make_for
 from clew.envs.wrappers import EpisodeRules
 from clew.records import RunDir, atomic_write_json, atomic_write_text
+from clew.reports import plots
 from clew.runner.episodes import DEFAULT_MAX_STEPS
+from clew.runner.registry import resolve
+from clew.search.options import parse_agent_options
 from clew.search.tree import Edge, Node, Tree, TreeFormatError, read_trees
+from tqdm import tqdm
 
 #: depths at and beyond this are one bucket in the per-depth tables
 DEPTH_CAP = 5
@@ -286,9 +289,6 @@ def _search_row(tree: Tree, successor, key: str, t: int) -> SearchRow | None:
 def families_with_truth() -> list[str]:
     """The registered env families that define ground truth (override ``Env.steps_to_goal``);
     an optional family whose package is not installed is left out."""
-    from clew.envs.base import Env
-    from clew.envs.registry import ENVS, env_class
-
     out = []
     for name in sorted(ENVS):
         try:
@@ -356,8 +356,6 @@ def collect(path: str | Path, limit: int | None = None, progress: bool = False) 
     out = Collected()
     items: Iterable = records
     if progress:
-        from tqdm import tqdm
-
         items = tqdm(records, desc=f"diagnose {run.path.name}", unit="ep", leave=False)
     for record in items:
         replay_episode(run, config, record, out)
@@ -522,9 +520,6 @@ def summarise(c: Collected, configured: dict[str, Any] | None = None) -> dict[st
 def configured_value(config: dict[str, Any]) -> dict[str, Any]:
     """The value options the run's agent was built with (heuristic noise and cap), if any."""
     try:
-        from clew.runner.registry import resolve
-        from clew.search.options import parse_agent_options
-
         name, options, preset = resolve(str(config.get("agent")),
                                         dict(config.get("agent_options") or {}))
         if name != "search":
@@ -553,20 +548,9 @@ def _nan_to_none(x: Any) -> Any:
     return x
 
 
-def _save(fig: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def plot(doc: dict[str, Any], folder: Path) -> list[Path]:
     """Reliability diagram and error by depth, per value kind; the files written."""
-    import matplotlib.pyplot as plt
-    from clew.reports import plots  # noqa: F401  (selects matplotlib's headless backend)
-
+    plt = plots.pyplot()
     written = []
     value = doc.get("value") or {}
     if any(v["all"]["n"] for v in value.values()):
@@ -583,7 +567,7 @@ def plot(doc: dict[str, Any], folder: Path) -> list[Path]:
         ax.set_ylim(0, 1.02)
         ax.legend(fontsize=8)
         ax.set_title("Value reliability")
-        written.append(_save(fig, folder / "reliability.png"))
+        written.append(plots.save(fig, folder / "reliability.png"))
         fig, ax = plt.subplots(figsize=(5, 3.5))
         for kind, v in value.items():
             ds = [(d, s) for d, s in v["by_depth"].items() if s["n"]]
@@ -592,7 +576,7 @@ def plot(doc: dict[str, Any], folder: Path) -> list[Path]:
         ax.set_xlabel("depth in the tree")
         ax.legend(fontsize=8)
         ax.set_title("Value error by depth")
-        written.append(_save(fig, folder / "by_depth.png"))
+        written.append(plots.save(fig, folder / "by_depth.png"))
     return written
 
 
@@ -661,98 +645,3 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
                      if doc["trees"] else "  nothing to measure: the run recorded no trees")
     lines.append(f"  -> {Path(doc['run']) / 'diagnose'}")
     return lines
-
-
-def report_tables(runs: list[Any]) -> dict[str, Any]:
-    """``clew report``'s diagnostics section: tables from each run's ``diagnose.json``."""
-    from clew.reports.report import Table
-
-    docs = [(r.name, d) for r in runs if (d := load(r.path)) is not None]
-    if not docs:
-        return {}
-    value, depth, policy, refl, search = [], [], [], [], []
-    for name, d in docs:
-        conf = d.get("configured") or {}
-        for kind, v in (d.get("value") or {}).items():
-            a = v["all"]
-            value.append([name, kind, a["n"], a["unknown"], a["bias"], a["mae"], a["rmse"],
-                          a["spearman"], a["noise_fit"],
-                          conf.get("noise") if kind == "heuristic" else None, a["brier"],
-                          a["ece"], a["parse_fail_share"]])
-            for dep, s in v["by_depth"].items():
-                depth.append([name, kind, dep, s["n"], s["mae"], s["spearman"], s["brier"]])
-            for side in ("with", "without"):
-                if "reflections" in v:
-                    s = v["reflections"][side]
-                    refl.append([name, f"value ({kind})", side, s["n"], s["mae"], s["brier"],
-                                 None, None])
-        p = (d.get("policy") or {}).get("all") or {}
-        if p.get("n"):
-            policy.append([name, p["n"], p["recall_at_1"], p["b"], p["recall_at_b"],
-                           p["optimal_prior_mass"], p["chance_mass"], p["none_share"]])
-        for side in ("with", "without"):
-            s = (d.get("policy") or {}).get("reflections", {}).get(side)
-            if s:
-                refl.append([name, "policy", side, s["n"], None, None, s["recall_at_1"],
-                             s["optimal_prior_mass"]])
-        s = d.get("search") or {}
-        if s.get("n"):
-            search.append([name, s["n"], s["differs_share"], s["search_better"],
-                           s["policy_better"], s["equal"], s["committed_optimal"]])
-    out = {}
-    if value:
-        out["diagnose_value"] = Table(
-            "diagnose_value", "Diagnostics: value calibration against ground truth",
-            ["run", "value", "nodes", "unknown", "bias", "MAE", "RMSE", "Spearman", "noise fit",
-             "configured noise", "Brier", "ECE", "samples unparsed"], value,
-            [0, 0, 0, 0, 3, 3, 3, 3, 3, 2, 3, 3, 3],
-            "Each evaluated node's value against its replayed state: bias/MAE/RMSE/Spearman "
-            "against progress (normalised optimal value-to-go), Brier/ECE against 'solvable "
-            "within the steps left'; noise fit: sigma of a Gaussian error fitted to the clipped "
-            "values (docs/methods/diagnose.md).")
-        out["diagnose_value_depth"] = Table(
-            "diagnose_value_depth", "Diagnostics: value error by depth",
-            ["run", "value", "depth", "nodes", "MAE", "Spearman", "Brier"], depth,
-            [0, 0, 0, 0, 3, 3, 3])
-    if policy:
-        out["diagnose_policy"] = Table(
-            "diagnose_policy", "Diagnostics: policy proposals against the oracle",
-            ["run", "expansions", "recall@1", "b", "recall@b", "prior on optimal",
-             "uniform on optimal", "nothing parsed"], policy, [0, 0, 3, 0, 3, 3, 3, 3],
-            "Optimal action: its successor needs the fewest steps to success; expansions where "
-            "every or no action is optimal are left out. 'uniform': the mass a uniform choice "
-            "among the legal actions puts on optimal ones.")
-    if refl:
-        out["diagnose_reflection"] = Table(
-            "diagnose_reflection", "Diagnostics: with and without retrieved reflections",
-            ["run", "role", "reflections", "n", "value MAE", "value Brier", "recall@1",
-             "prior on optimal"], refl, [0, 0, 0, 0, 3, 3, 3, 3])
-    if search:
-        out["diagnose_search"] = Table(
-            "diagnose_search", "Diagnostics: what search changed",
-            ["run", "trees", "committed != top prior", "search better", "policy better",
-             "equal", "committed at least as good"], search, [0, 0, 3, 0, 0, 0, 3],
-            "Where the committed action differs from the policy's top-prior action, which of "
-            "the two needs fewer steps to success by the oracle.")
-    return out
-
-
-def report_figures(runs: list[Any], pdir: Path) -> list[Any]:
-    """The runs' diagnostics plots, copied into the report's ``plots/``."""
-    from clew.reports.report import Figure
-
-    figs = []
-    for r in runs:
-        d = load(r.path)
-        for name in (d or {}).get("plots", []):
-            src = Path(r.path) / "diagnose" / name
-            if not src.exists():
-                continue
-            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", r.name)
-            dst = pdir / f"diagnose_{safe}_{name}"
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_bytes(src.read_bytes())
-            title = "Value reliability" if name.startswith("reliability") else "Value error by depth"
-            figs.append(Figure(f"diagnose_{safe}_{Path(name).stem}", f"{title} ({r.name})", dst,
-                               "From `clew diagnose` (docs/methods/diagnose.md)."))
-    return figs

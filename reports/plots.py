@@ -24,12 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: reports are written on clusters and in CI
-
-import matplotlib.pyplot as plt
-
 MIN_FIT_POINTS = 4  # runs needed before a fitted line is drawn (see the module docstring)
 
 
@@ -74,11 +68,23 @@ def fit_line(xs: Sequence[float], ys: Sequence[float]) -> Fit | None:
     return Fit(slope, intercept, r2, n)
 
 
-def _save(fig, path: Path) -> Path:
+def pyplot():
+    """matplotlib's pyplot on the headless Agg backend (reports are written on clusters and in
+    CI), imported on first use: the ``clew`` command starts without it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig, path: Path) -> Path:
+    """``fig`` written to ``path`` (its folder made) and closed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    pyplot().close(fig)
     return path
 
 
@@ -101,7 +107,7 @@ def success_vs_log_error(points: Sequence[Point], path: Path, *, error_name: str
     xs = [math.log10(p.x) for p in usable]
     ys = [p.y for p in usable]
     fit = fit_line(xs, ys) if len(usable) >= MIN_FIT_POINTS else None
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    fig, ax = pyplot().subplots(figsize=(6, 4.2))
     ax.scatter(xs, ys, color="tab:blue", zorder=3)
     _annotate(ax, usable, xs)
     title = f"success vs log10 {error_name}"
@@ -119,7 +125,7 @@ def success_vs_log_error(points: Sequence[Point], path: Path, *, error_name: str
     ax.set_ylabel("success rate")
     ax.set_ylim(-0.03, 1.03)
     ax.grid(alpha=0.3)
-    _save(fig, path)
+    save(fig, path)
     return fit
 
 
@@ -128,7 +134,7 @@ def scaling(points: Sequence[Point], path: Path, *, xlabel: str) -> bool:
     usable = [p for p in points if finite(p.x) and p.x > 0 and finite(p.y)]
     if not usable:
         return False
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    fig, ax = pyplot().subplots(figsize=(6, 4.2))
     series: dict[str, list[Point]] = {}
     for p in usable:
         series.setdefault(p.series or p.label, []).append(p)
@@ -144,7 +150,7 @@ def scaling(points: Sequence[Point], path: Path, *, xlabel: str) -> bool:
     ax.grid(alpha=0.3, which="both")
     if len(series) > 1:
         ax.legend(fontsize=8)
-    _save(fig, path)
+    save(fig, path)
     return True
 
 
@@ -160,7 +166,7 @@ def gap_bars(rows: Sequence[tuple[str, float, float, float | None]], path: Path)
     names = [r[0] for r in usable]
     explore = [r[1] for r in usable]
     exploit = [r[2] for r in usable]
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.0 + 0.9 * len(usable)), 4.2))
+    fig, ax = pyplot().subplots(figsize=(max(4.5, 1.0 + 0.9 * len(usable)), 4.2))
     idx = list(range(len(usable)))
     ax.bar(idx, explore, color="tab:orange", label="exploration gap")
     ax.bar(idx, exploit, bottom=explore, color="tab:purple", label="exploitation gap")
@@ -174,5 +180,5 @@ def gap_bars(rows: Sequence[tuple[str, float, float, float | None]], path: Path)
     ax.set_title("return gap decomposition", fontsize=9)
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    _save(fig, path)
+    save(fig, path)
     return True

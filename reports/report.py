@@ -49,6 +49,7 @@ import html
 import io
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,8 @@ from clew.envs.measures import mean_and_stderr
 from clew.metrics.summary import aggregate, episode_numbers
 from clew.records import RunDir, atomic_write_bytes, atomic_write_text, clean_json
 from clew.reports import plots
+from clew.reports.diagnose import load as load_diagnosis
+from clew.search.tree import TreeFormatError, load_tree_dict
 
 #: agent_options keys read as "nodes per tree", first found wins
 NODE_KEYS = ("nodes", "n_nodes", "max_nodes", "n_simulations", "num_simulations", "simulations",
@@ -401,8 +404,6 @@ def nodes_per_tree(run: Run) -> tuple[float, str]:
     configured = _find_key(run.config.get("agent_options") or {}, NODE_KEYS)
     if configured is not None:
         return configured, "config"
-    from clew.search.tree import TreeFormatError, load_tree_dict
-
     files = sorted((run.path / "trees").glob("*/*.json.gz"))
     if len(files) > MAX_TREES_READ:  # an even sample is enough for a mean
         files = files[:: len(files) // MAX_TREES_READ + 1]
@@ -481,10 +482,100 @@ def make_plots(runs: list[Run], tables: dict[str, Table], out: Path) -> tuple[li
     if plots.gap_bars(gap_rows, path):
         figs.append(Figure("gap_decomposition", "Gap decomposition", path,
                            "Mean normalised exploration + exploitation gap; bar = total gap."))
-    from clew.reports.diagnose import report_figures
-
-    figs += report_figures(runs, pdir)
+    figs += diagnose_figures(runs, pdir)
     return figs, fits
+
+
+# --- diagnostics (`clew diagnose`, docs/methods/diagnose.md) ----------------------------------
+def diagnose_tables(runs: list[Run]) -> dict[str, Table]:
+    """``clew report``'s diagnostics section: tables from each run's ``diagnose.json``."""
+    docs = [(r.name, d) for r in runs if (d := load_diagnosis(r.path)) is not None]
+    if not docs:
+        return {}
+    value, depth, policy, refl, search = [], [], [], [], []
+    for name, d in docs:
+        conf = d.get("configured") or {}
+        for kind, v in (d.get("value") or {}).items():
+            a = v["all"]
+            value.append([name, kind, a["n"], a["unknown"], a["bias"], a["mae"], a["rmse"],
+                          a["spearman"], a["noise_fit"],
+                          conf.get("noise") if kind == "heuristic" else None, a["brier"],
+                          a["ece"], a["parse_fail_share"]])
+            for dep, s in v["by_depth"].items():
+                depth.append([name, kind, dep, s["n"], s["mae"], s["spearman"], s["brier"]])
+            for side in ("with", "without"):
+                if "reflections" in v:
+                    s = v["reflections"][side]
+                    refl.append([name, f"value ({kind})", side, s["n"], s["mae"], s["brier"],
+                                 None, None])
+        p = (d.get("policy") or {}).get("all") or {}
+        if p.get("n"):
+            policy.append([name, p["n"], p["recall_at_1"], p["b"], p["recall_at_b"],
+                           p["optimal_prior_mass"], p["chance_mass"], p["none_share"]])
+        for side in ("with", "without"):
+            s = (d.get("policy") or {}).get("reflections", {}).get(side)
+            if s:
+                refl.append([name, "policy", side, s["n"], None, None, s["recall_at_1"],
+                             s["optimal_prior_mass"]])
+        s = d.get("search") or {}
+        if s.get("n"):
+            search.append([name, s["n"], s["differs_share"], s["search_better"],
+                           s["policy_better"], s["equal"], s["committed_optimal"]])
+    out = {}
+    if value:
+        out["diagnose_value"] = Table(
+            "diagnose_value", "Diagnostics: value calibration against ground truth",
+            ["run", "value", "nodes", "unknown", "bias", "MAE", "RMSE", "Spearman", "noise fit",
+             "configured noise", "Brier", "ECE", "samples unparsed"], value,
+            [0, 0, 0, 0, 3, 3, 3, 3, 3, 2, 3, 3, 3],
+            "Each evaluated node's value against its replayed state: bias/MAE/RMSE/Spearman "
+            "against progress (normalised optimal value-to-go), Brier/ECE against 'solvable "
+            "within the steps left'; noise fit: sigma of a Gaussian error fitted to the clipped "
+            "values (docs/methods/diagnose.md).")
+        out["diagnose_value_depth"] = Table(
+            "diagnose_value_depth", "Diagnostics: value error by depth",
+            ["run", "value", "depth", "nodes", "MAE", "Spearman", "Brier"], depth,
+            [0, 0, 0, 0, 3, 3, 3])
+    if policy:
+        out["diagnose_policy"] = Table(
+            "diagnose_policy", "Diagnostics: policy proposals against the oracle",
+            ["run", "expansions", "recall@1", "b", "recall@b", "prior on optimal",
+             "uniform on optimal", "nothing parsed"], policy, [0, 0, 3, 0, 3, 3, 3, 3],
+            "Optimal action: its successor needs the fewest steps to success; expansions where "
+            "every or no action is optimal are left out. 'uniform': the mass a uniform choice "
+            "among the legal actions puts on optimal ones.")
+    if refl:
+        out["diagnose_reflection"] = Table(
+            "diagnose_reflection", "Diagnostics: with and without retrieved reflections",
+            ["run", "role", "reflections", "n", "value MAE", "value Brier", "recall@1",
+             "prior on optimal"], refl, [0, 0, 0, 0, 3, 3, 3, 3])
+    if search:
+        out["diagnose_search"] = Table(
+            "diagnose_search", "Diagnostics: what search changed",
+            ["run", "trees", "committed != top prior", "search better", "policy better",
+             "equal", "committed at least as good"], search, [0, 0, 3, 0, 0, 0, 3],
+            "Where the committed action differs from the policy's top-prior action, which of "
+            "the two needs fewer steps to success by the oracle.")
+    return out
+
+
+def diagnose_figures(runs: list[Run], pdir: Path) -> list[Figure]:
+    """The runs' diagnostics plots, copied into the report's ``plots/``."""
+    figs = []
+    for r in runs:
+        d = load_diagnosis(r.path)
+        for name in (d or {}).get("plots", []):
+            src = Path(r.path) / "diagnose" / name
+            if not src.exists():
+                continue
+            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", r.name)
+            dst = pdir / f"diagnose_{safe}_{name}"
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(src.read_bytes())
+            title = "Value reliability" if name.startswith("reliability") else "Value error by depth"
+            figs.append(Figure(f"diagnose_{safe}_{Path(name).stem}", f"{title} ({r.name})", dst,
+                               "From `clew diagnose` (docs/methods/diagnose.md)."))
+    return figs
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -495,9 +586,7 @@ def build_tables(runs: list[Run], react: Run | None) -> dict[str, Table]:
             tables[t.key] = t
     tables["compute"] = compute_table(runs)
     tables["failures"] = failures_table(runs)
-    from clew.reports.diagnose import report_tables  # runs that `clew diagnose` has read
-
-    tables.update(report_tables(runs))
+    tables.update(diagnose_tables(runs))     # runs that `clew diagnose` has read
     return tables
 
 

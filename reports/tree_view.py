@@ -46,8 +46,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from clew.records import RecordError, RunDir, clean_json, read_jsonl
 from clew.records.rundir import tree_files
-from clew.search.tree import load_tree_dict, tree_from_dict, tree_to_dict
+from clew.search.tree import TreeFormatError, load_tree_dict, tree_from_dict, tree_to_dict
 
 
 def normalise(data: dict[str, Any], where: str = "tree") -> dict[str, Any]:
@@ -143,8 +144,6 @@ def memory_texts(run: Path | None) -> dict[str, str]:
     """``{reflection id: text}`` from the reflection memories of ``run``."""
     if run is None:
         return {}
-    from clew.records import RecordError, RunDir, read_jsonl
-
     folders = [run / "memory", *sorted((run / "shard_memory").glob("*"))]
     try:
         named = ((RunDir(run).config().get("agent_options") or {}).get("memory") or {}).get("dir")
@@ -208,8 +207,6 @@ def write_episode_views(folder: Path) -> dict[int, Path]:
     """Every step page of one episode folder, beside its trees, linked to each other."""
     trees = tree_files(folder)
     if not trees:
-        from clew.search.tree import TreeFormatError
-
         raise TreeFormatError(f"{folder}: no search trees (STEP.json.gz) in this folder")
     steps = [k for k, _ in trees]
     reflections = memory_texts(run_of(trees[0][1]))
@@ -218,8 +215,6 @@ def write_episode_views(folder: Path) -> dict[int, Path]:
 
 
 def _nan_free(obj: Any) -> Any:
-    from clew.records import clean_json
-
     return clean_json(obj)
 
 

@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 
 import yaml
 from clew.records.compat import move_renamed, renamed_path
+from clew.search.options import AgentOptions
+from clew.search.registry import search_config
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -185,9 +187,6 @@ def _field_names(model: type[BaseModel], loc: tuple) -> list[str]:
 
 def _agent_option_paths() -> list[str]:
     """Dotted option paths of a search agent (for suggestions at the top level)."""
-    from clew.search.options import AgentOptions
-    from clew.search.registry import search_config
-
     def walk(model: type[BaseModel], prefix: str) -> list[str]:
         out = []
         for name, field in model.model_fields.items():

@@ -64,6 +64,7 @@ from clew.envs.wrappers import EpisodeRules
 from clew.metrics import score_episode
 from clew.records import RunDir
 from clew.search.nodes import gather_all
+from tqdm import tqdm
 
 DEFAULT_MAX_STEPS = 1000
 
@@ -397,8 +398,6 @@ def progress_note(parses: ParseTally, context_failures: int) -> str:
 
 
 def _progress(total: int, enabled: bool):
-    from tqdm import tqdm
-
     return tqdm(total=total, desc="episodes", unit="ep", disable=not enabled or total == 0,
                 file=sys.stderr, leave=False)
 

@@ -14,7 +14,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from clew.agents.lm.base import LMError
 from clew.agents.lm.spec import experiment_options, loaded_engine_settings
+from clew.agents.memory import close_memory
 from clew.envs.registry import env_class
 from clew.envs.suites import resolve
 from clew.metrics.summary import aggregate, metrics_document, summary_table
@@ -30,6 +32,7 @@ from clew.runner.registry import (
     search_memory_dir,
 )
 from clew.runner.registry import resolve as resolve_agent
+from clew.search.options import parse_agent_options
 
 MAX_TASK_ROWS = 12  # summaries list tasks one by one for suites this small
 
@@ -88,8 +91,6 @@ def check_agent(cfg: EvalConfig, tasks=(), run: Path | None = None) -> None:
     (:func:`~clew.runner.registry.check_fit`), and it builds (a bad name, option or model spec
     fails here). A reflection memory the check would open in the run directory ``run`` (or in
     no named place) is opened in a throwaway folder: the check leaves nothing behind."""
-    from clew.agents.lm.base import LMError
-
     try:
         families = {env_class(t.env).family for t in tasks}
     except KeyError as exc:
@@ -105,8 +106,6 @@ def check_agent(cfg: EvalConfig, tasks=(), run: Path | None = None) -> None:
                 build_agent(cfg.agent, **options)
             finally:
                 if on:  # the memory is opened once per process, with its lock: let it go
-                    from clew.agents.memory import close_memory
-
                     close_memory(tmp if options is not cfg.agent_options else where)
     except (KeyError, ValueError, TypeError) as exc:
         text = str(exc.args[0] if exc.args else exc)
@@ -161,8 +160,6 @@ def memory_dir(cfg: EvalConfig) -> str | None:
     factory, merged, preset = resolve_agent(cfg.agent, cfg.agent_options)
     if factory != "search":
         return None
-    from clew.search.options import parse_agent_options
-
     opts = parse_agent_options(merged, preset or factory)
     return opts.memory.dir if opts.memory_on else None
 
@@ -194,8 +191,6 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
             ))
         finally:
             if mem_dir is not None:
-                from clew.agents.memory import close_memory
-
                 close_memory(mem_dir)
         agg = finalize(run)
     finally:

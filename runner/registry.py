@@ -23,8 +23,10 @@ from typing import Any, Literal
 
 import yaml
 from clew.agents.base import Agent
+from clew.agents.interventions import ParallelThreads, SummaryHandoff
 from clew.envs.registry import load_object
 from clew.runner.config import PRESETS
+from clew.search.options import parse_agent_options
 
 
 @dataclass(frozen=True)
@@ -194,8 +196,6 @@ def model_need(name: str, options: dict[str, Any] | None = None) -> str:
     factory, merged, preset = resolve(name, options or {})
     need = agent_entry(factory).model
     if need == "optional" and factory == "search" and merged.get("model") in (None, ""):
-        from clew.search.options import parse_agent_options
-
         try:
             parse_agent_options(merged, preset or factory)
         except ValueError:
@@ -234,8 +234,6 @@ def search_memory(name: str, options: dict[str, Any]) -> tuple[bool, str | None]
     factory, merged, preset = resolve(name, options)
     if factory != "search":
         return False, None
-    from clew.search.options import parse_agent_options
-
     opts = parse_agent_options(merged, preset or factory)
     return opts.memory_on, opts.memory.dir if opts.memory_on else None
 
@@ -250,8 +248,6 @@ def search_memory_dir(name: str, options: dict[str, Any]) -> bool:
 # --- interventions -----------------------------------------------------------------------------
 def make_parallel_threads(inner: str, threads: int = 2, inner_options: dict | None = None):
     """``--agent parallel-threads agent_options.inner=NAME agent_options.threads=P``."""
-    from clew.agents.interventions import ParallelThreads
-
     return ParallelThreads(build_agent(inner, **(inner_options or {})), threads=threads)
 
 
@@ -259,8 +255,6 @@ def make_summary(inner: str, segments: int = 2, handoff: str = "template",
                  inner_options: dict | None = None):
     """``--agent summary agent_options.inner=NAME agent_options.segments=S``; with
     ``handoff=model`` the inner agent's model writes the hand-off."""
-    from clew.agents.interventions import SummaryHandoff
-
     agent = build_agent(inner, **(inner_options or {}))
     return SummaryHandoff(agent, segments=segments, handoff=handoff,
                           lm=getattr(agent, "lm", None) if handoff == "model" else None)

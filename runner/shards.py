@@ -35,9 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clew.envs.suites import resolve
 from clew.records import RunDir, atomic_write_text, dumps, read_jsonl
 from clew.records.lock import LOCK_NAME
 from clew.records.rundir import differing_fields
+from clew.runner.episodes import episode_key
 from clew.runner.evaluate import RESUME_KEYS, comparable, finalize
 
 
@@ -131,9 +133,6 @@ def dedupe(shards: list[Shard]) -> tuple[dict[str, tuple[dict[str, Any], Shard]]
 
 def _key_order(config: dict[str, Any]) -> dict[str, int] | None:
     """Episode key -> position in the unsharded suite order, or None if it cannot resolve."""
-    from clew.envs.suites import resolve
-    from clew.runner.episodes import episode_key
-
     try:
         tasks = resolve(str(config.get("suite")))
     except Exception:  # noqa: BLE001 - a moved task file or a suite of another version: fall back to keys

@@ -16,6 +16,7 @@ from typing import Any
 
 from clew.agents.base import CURRENT_RUN
 from clew.agents.build import Models, build_policy, build_reflector, build_value
+from clew.agents.memory import open_memory
 from clew.search.agent import SearchAgent
 from clew.search.options import AgentOptions, parse_agent_options
 from clew.search.registry import algorithm_class
@@ -43,8 +44,6 @@ def search_agent(opts: AgentOptions) -> SearchAgent:
     reflector = build_reflector(opts, opts.reflection, models) if opts.reflection else None
     memory = None
     if opts.memory_on:
-        from clew.agents.memory import open_memory
-
         memory = open_memory(opts.memory.dir or _temp_memory_dir(opts),
                              **opts.memory.store_options())
     algorithm = algorithm_class(opts.search.algorithm)(opts.search)

@@ -19,19 +19,17 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from clew.agents.base import Episode
 from clew.agents.memory import MemoryView
 from clew.agents.prompts import Context
 from clew.agents.reflection import StepStat
+from clew.agents.roles import Policy, ValueFunction
 from clew.agents.seeds import derive_seed
 from clew.agents.value import ValueCache
 from clew.search.algorithm import Evaluation, Transition
 from clew.search.tree import Edge, Node
-
-if TYPE_CHECKING:
-    from clew.search.agent import SearchAgent
 
 
 @dataclass
@@ -58,10 +56,22 @@ class EpisodeState:
     memory_view: MemoryView | None = None                # what retrieval may see in this episode
 
 
+class Planner(Protocol):
+    """What the hooks use of the search agent they serve (:class:`clew.search.agent.SearchAgent`):
+    its seed, its roles and its retrieval of reflections."""
+
+    seed: int | None
+    policy: Policy
+    value: ValueFunction
+
+    def retrieve(self, state: EpisodeState, which: str, ctx: Context,
+                 episode: Episode) -> list[dict[str, Any]]: ...
+
+
 class EpisodeHooks:
     """The core's hooks over one episode's simulator (see the module docstring)."""
 
-    def __init__(self, agent: SearchAgent, episode: Episode, state: EpisodeState):
+    def __init__(self, agent: Planner, episode: Episode, state: EpisodeState):
         self.agent, self.episode, self.state = agent, episode, state
         self.sim = episode.simulator()
         self.root_snap = self.sim.snapshot()

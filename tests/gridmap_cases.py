@@ -195,7 +195,7 @@ def reference_score(inst: Instance, traj):
 
 def positions(inst: Instance, actions):
     """The position sequence of ``actions`` (invalid ones repeat the cell)."""
-    from clew.envs.gridmap.env import parse_direction
+    from clew.envs.gridmap.actions import parse_direction
 
     pos, out = inst.start, [inst.start]
     for a in actions:

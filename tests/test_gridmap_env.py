@@ -4,9 +4,11 @@ budget, snapshots, parsing, and agreement with the metric's replay."""
 import pytest
 from clew.envs import generate, make
 from clew.envs.base import Task
-from clew.envs.gridmap.env import GridMapEnv, parse_direction, prereq_text
+from clew.envs.gridmap.actions import parse_direction
+from clew.envs.gridmap.env import GridMapEnv
 from clew.envs.gridmap.instance import DIRECTIONS, build_instance
 from clew.envs.gridmap.metrics import score_trajectory
+from clew.envs.gridmap.prompts import prereq_text
 from gridmap_cases import actions_for, instance_b, small_instances, walks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -91,7 +91,7 @@ def test_the_wheel_ships_every_preset(installed):
 @pytest.mark.slow
 def test_installed_clew_finds_presets_by_name_from_another_directory(installed, tmp_path):
     python, _ = installed
-    code = ("import clew.runner.registry as a, clew.runner.config as c, clew.training.sft as s\n"
+    code = ("import clew.runner.registry as a, clew.runner.config as c, clew.training.config as s\n"
             "print(a.__file__)\n"
             "print(sorted(a.preset_names()))\n"
             "cfg = c.load_config(s.TrainConfig, 'full-tiny', [], presets='train')\n"

@@ -14,8 +14,8 @@ import pytest
 from clew.cli.main import main
 from clew.runner.config import EvalConfig
 from clew.runner.evaluate import evaluate
+from clew.training.config import TrainConfig
 from clew.training.datasets import DataConfig
-from clew.training.sft import TrainConfig
 from pydantic import ValidationError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "train"

@@ -10,15 +10,10 @@ import pytest
 from clew.agents.lm.base import ChatRequest, Sampling
 from clew.cli.main import main
 from clew.envs import registry
+from clew.training.config import TrainConfig, TrainResult
 from clew.training.datasets import DataConfig, build_datasets, save_datasets
-from clew.training.sft import (
-    EnvBatches,
-    TrainConfig,
-    TrainResult,
-    build_trainer,
-    prepare_dataset,
-    to_prompt_completion,
-)
+from clew.training.sft import EnvBatches, prepare_dataset, to_prompt_completion
+from clew.training.train import build_trainer
 from training_toys import write_run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "train"
@@ -78,7 +73,7 @@ def test_config_errors_name_the_field(capsys):
     with pytest.raises(ValueError, match="report_to: wandb needs"):
         import importlib.util
 
-        from clew.training.sft import _check_reporters
+        from clew.training.config import _check_reporters
         if importlib.util.find_spec("wandb"):
             pytest.skip("wandb is installed here")
         _check_reporters(["wandb"])

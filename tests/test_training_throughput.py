@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from clew.training.sft import TrainConfig, build_trainer, run_trainer, sft_config
+from clew.training.config import TrainConfig
+from clew.training.sft import sft_config
+from clew.training.train import build_trainer, run_trainer
 
 WORDS = ["up", "down", "left", "right", "key", "door", "ball", "box", "room", "goal", "state",
          "node", "value", "the", "agent", "is", "at"]

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clew.envs.base import Env, Observation, Step, Task
-from clew.envs.family import EnvEntry, Family, FamilyMetric
-from clew.envs.suites import Suite
+from clew.envs.family import EnvEntry, Family, FamilyMetric, Suite
 from clew.envs.trace import Trace, ratio, record_actions
 
 

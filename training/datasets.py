@@ -58,6 +58,7 @@ from clew.search.tree import TreeFormatError, read_trees
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
 from clew.training.preferences import PairOptions, episode_rows
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from tqdm import tqdm
 
 SUBSETS = ("el", "il_all", "il_matched")
 EXAMPLES_PER_REASON = 3
@@ -336,8 +337,6 @@ def empty_hint(cfg: DataConfig, report: dict[str, Any]) -> str:
 def _progress(items, enabled: bool, name: str):
     if not enabled:
         return items
-    from tqdm import tqdm
-
     return tqdm(items, desc=f"export {Path(name).name}", unit="ep", leave=False)
 
 

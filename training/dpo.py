@@ -1,7 +1,7 @@
 """``clew train objective=dpo``: TRL ``DPOTrainer`` on the preference pairs that ``clew data``
 draws from search trees (docs/methods/exploratory-learning.md#preference-pairs-and-dpo).
 
-The config is :class:`clew.training.sft.TrainConfig`, read the same way as for SFT: ``method``
+The config is :class:`clew.training.config.TrainConfig`, read the same way as for SFT: ``method``
 (``lora`` | ``full``), the ``lora`` section, device, precision and ``merge`` mean what they mean
 there, and the ``sft`` section's trainer settings that ``DPOConfig`` shares (the optimiser,
 steps, batches, checkpoints, ``max_length``) carry over, so an SFT preset trains DPO too. DPO's
@@ -17,8 +17,9 @@ The output is an adapter or a model like SFT's, run with ``clew eval --agent dis
 
 from __future__ import annotations
 
-from clew.training.preferences import load_preference_dataset
-from clew.training.sft import (
+import dataclasses
+
+from clew.training.config import (
     TrainConfig,
     TrainError,
     peft_config,
@@ -26,6 +27,7 @@ from clew.training.sft import (
     trainer_args,
     trl_config,
 )
+from clew.training.preferences import load_preference_dataset
 
 
 def dpo_config(cfg: TrainConfig):
@@ -33,8 +35,6 @@ def dpo_config(cfg: TrainConfig):
     (those ``DPOConfig`` shares: ``TrainingArguments``, ``max_length``, ...), then the ``dpo``
     section. A field of ``sft`` that DPO lacks is an error naming it: a preset that serves both
     objectives keeps its SFT-only settings out of ``sft``."""
-    import dataclasses
-
     from trl import DPOConfig
 
     known = {f.name for f in dataclasses.fields(DPOConfig)}

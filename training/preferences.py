@@ -32,10 +32,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from clew.agents.window import ChatWindow
 from clew.envs.base import Task
+from clew.records.jsonl import numbered_jsonl
 from clew.search.tree import Edge, Node, Tree
 from clew.training.flatten import FlattenError, Turn, completion_text, il_turns, teacher_force
 
@@ -169,9 +171,6 @@ def episode_rows(record: dict[str, Any], trees: dict[int, Tree], make_env, opt: 
 def load_preference_dataset(path: str):
     """A preference dataset (``clew data``'s ``pairs`` folder or a JSONL of conversational
     ``prompt`` / ``chosen`` / ``rejected`` rows), only those three columns."""
-    from pathlib import Path
-
-    from clew.records.jsonl import numbered_jsonl
     from datasets import Dataset, load_from_disk
 
     p = Path(path)

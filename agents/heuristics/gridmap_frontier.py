@@ -15,10 +15,12 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clew.agents.base import BaseAgent, Decision, Episode
+from clew.envs.base import Task
+from clew.envs.gridmap.env import GridMapEnv
 from clew.envs.gridmap.instance import DIRECTIONS, Cell, Node, prec, step_cell
 
 
@@ -134,11 +136,6 @@ def oracle_move(oracle: Any, memo: dict[str, Any]) -> str:
 def oracle_actions(instance: Any, max_steps: int | None = None) -> list[str]:
     """The oracle agent's whole action list on an instance, ignoring the budget (D30: log its
     step count per instance; more than B means even this agent fails there)."""
-    from dataclasses import replace
-
-    from clew.envs.base import Task
-    from clew.envs.gridmap.env import GridMapEnv
-
     limit = max_steps or 10 * instance.budget
     env = GridMapEnv()
     env.reset(Task("gridmap", replace(instance, budget=limit).to_params()))

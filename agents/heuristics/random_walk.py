@@ -8,6 +8,7 @@ assignments) expose no ``legal_actions``; there the agent asks uniformly random 
 from __future__ import annotations
 
 from clew.agents.base import BaseAgent, Decision, Episode
+from clew.agents.heuristics.query_baselines import RandomQuery
 from clew.agents.seeds import keyed_rng
 
 
@@ -28,8 +29,6 @@ class RandomAgent(BaseAgent):
         if not actions:
             query = episode.scratch.get("random_query")
             if query is None:
-                from clew.agents.heuristics.query_baselines import RandomQuery
-
                 query = episode.scratch["random_query"] = RandomQuery(seed=self.seed)
             return await query.act(episode)
         return Decision(rng.choice(actions))

@@ -37,11 +37,16 @@ rerun with another tensor-parallel size or a lower memory fraction continues the
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from clew.agents.lm.base import LanguageModel, LMError
+from clew.agents.lm.fake import FakeLM
+from clew.agents.lm.openai_backend import OpenAIModel
+from clew.agents.lm.tiny import build_tiny_model
+from clew.agents.lm.vllm_backend import VLLMModel
 
 BACKENDS = ("vllm", "openai", "hf", "fake")
 LORA_SEP = "+lora:"
@@ -209,16 +214,12 @@ def _looks_local(name: str) -> bool:
 def check_local_paths(parsed: ModelSpec) -> None:
     """A model or adapter written as a path must exist: say so, instead of the hub client's
     "Repo id must use alphanumeric chars" about a path."""
-    from pathlib import Path
-
     for what, name in (("model folder", parsed.model), ("adapter folder", parsed.adapter)):
         if name and _looks_local(name) and not Path(name).expanduser().exists():
             raise ModelSpecError(f"model {parsed.raw}: the {what} {name} does not exist")
 
 
 def _importable(module: str) -> bool:
-    from importlib.util import find_spec
-
     return find_spec(module) is not None
 
 
@@ -236,24 +237,15 @@ def _build(parsed: ModelSpec, options: dict[str, Any]) -> LanguageModel:
             and not parsed.model.startswith("tiny:"):
         check_local_paths(parsed)
     if parsed.model.startswith("tiny:") and parsed.backend in ("hf", "vllm"):
-        from dataclasses import replace
-
-        from clew.agents.lm.tiny import build_tiny_model
-
         parsed = replace(parsed, model=str(build_tiny_model(parsed.model.removeprefix("tiny:"))))
     if parsed.backend == "fake":
-        from clew.agents.lm.fake import FakeLM
-
         texts = parsed.model.split("|")
         return FakeLM(lambda request, i: texts[i % len(texts)], **options)
     if parsed.backend == "hf":
+        # the transformers backend imports torch and transformers as it loads: only when used
         from clew.agents.lm.hf import HFModel
 
         return HFModel(parsed.model, adapter=parsed.adapter, **options)
     if parsed.backend == "openai":
-        from clew.agents.lm.openai_backend import OpenAIModel
-
         return OpenAIModel(parsed.url, parsed.model or None, **options)
-    from clew.agents.lm.vllm_backend import VLLMModel
-
     return VLLMModel(parsed.model, adapter=parsed.adapter, **options)

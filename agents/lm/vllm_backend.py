@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import importlib.metadata as md
 import itertools
 import json
 import os
@@ -307,8 +308,6 @@ class VLLMModel(LocalTokenizerModel):
 
     def _settings(self) -> dict[str, Any]:
         """What the engine ended up with (vLLM may fit ``max_model_len``), for the run config."""
-        import importlib.metadata as md
-
         config = self.engine.vllm_config
         try:
             version = md.version("vllm")

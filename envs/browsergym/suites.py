@@ -21,8 +21,10 @@ tasks, 10 for forms, about three times the shortest solution.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from clew.envs.browsergym.tasks import generate_task
-from clew.envs.suites import Suite
+from clew.envs.family import Suite
 
 ONE_STEP = ("click-test", "click-test-2", "click-button", "click-link", "click-dialog",
             "click-dialog-2", "click-tab", "focus-text-2", "click-widget")
@@ -36,8 +38,6 @@ TRAIN_SEEDS = range(100, 110)
 
 
 def _tasks(seeds: range, split: str) -> list:
-    from dataclasses import replace
-
     return [replace(generate_task({"task": f"miniwob.{name}", "max_steps": BUDGET[name],
                                    "group": GROUP[name]}, seed), split=split)
             for name in BUDGET for seed in seeds]

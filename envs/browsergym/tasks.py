@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+from importlib.resources import files
 from typing import Any
 
 from clew.envs.base import Task
@@ -37,8 +38,6 @@ def benchmark(name: str) -> str:
 
 def miniwob_url() -> str:
     """``file://`` URL of the MiniWoB++ pages inside the installed ``miniwob`` package."""
-    from importlib.resources import files
-
     try:
         pages = files("miniwob") / "html" / "miniwob"
     except ModuleNotFoundError:

@@ -47,7 +47,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from clew.envs.base import Task
-from clew.envs.gridmap.env import INVALID_POLICIES, parse_direction
+from clew.envs.gridmap.actions import parse_direction
+from clew.envs.gridmap.env import INVALID_POLICIES
 from clew.envs.gridmap.instance import (
     ACHIEVED,
     DISCOVERED,

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clew.envs.base import Observation
+from clew.envs.gridmap.actions import parse_direction
 from clew.envs.gridmap.instance import DIRECTIONS, Cell, Node, prec, step_cell
 
 MODES = ("default", "reasoning")
@@ -123,8 +124,6 @@ def harness_summary(observations: Sequence[Observation | dict[str, Any]],
     ``observations[i+1]`` is the observation after ``actions[i]``; observations may be
     :class:`Observation` objects or their ``info`` dicts.
     """
-    from clew.envs.gridmap.env import parse_direction, prereq_text  # env imports this module
-
     infos = [o.info if isinstance(o, Observation) else o for o in observations]
     if not infos:
         raise ValueError("harness_summary: no observation yet")
@@ -188,3 +187,16 @@ def harness_summary(observations: Sequence[Observation | dict[str, Any]],
     lines.append(f"Legal moves: {', '.join(last.get('legal_moves', [])) or 'none'}. "
                  f"Steps used: {last.get('steps', len(infos) - 1)}.")
     return "\n".join(lines)
+
+
+def prereq_text(options: tuple[tuple[str, ...], ...] | list[list[str]], name=lambda s: s) -> str:
+    """The docs/methods/envs.md#grid-map-with-task-dag wording of a DNF precondition (``name`` decorates each node name)."""
+    opts = [[name(p) for p in o] for o in options]
+    if not opts:
+        return "nothing"
+    if len(opts) == 1:
+        o = opts[0]
+        return o[0] if len(o) == 1 else "all of " + ", ".join(o)
+    if all(len(o) == 1 for o in opts):
+        return "any one of " + ", ".join(o[0] for o in opts)
+    return "either " + " or ".join("(" + " and ".join(o) + ")" for o in opts)

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from clew.envs.base import Task
+from clew.envs.family import Suite
 from clew.envs.gridmap.generator import DAG_LEVELS, EXPLORATION_LEVELS, generate_task
 from clew.envs.gridmap.semantic import MAPS, VARIANTS, cooking_task
-from clew.envs.suites import Suite
 
 V1_TEST_SEEDS = range(5)
 V1_TRAIN_SEEDS = range(5, 10)

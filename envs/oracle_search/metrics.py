@@ -22,14 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 from clew.envs.base import Task
-from clew.envs.registry import make_for
+from clew.envs.oracle_search.trace import make_env
 from clew.envs.trace import Replay, classify, step_infos
 
 
 def replay(task: Task, actions: list[str], infos: list[dict[str, Any]] | None = None):
     """The env after ``actions``; runner steps (a ``backtrack`` these envs refuse, a reply with
     no action) cost one step of the clock, as in the runner (:class:`clew.envs.trace.Replay`)."""
-    env = make_for(task)
+    env = make_env(task)
     env.reset(task)
     steps = classify([str(a) for a in actions], infos)
     runner = Replay(env, steps)

@@ -42,8 +42,8 @@ import zlib
 from typing import Any
 
 from clew.envs.base import Task
+from clew.envs.family import Suite
 from clew.envs.oracle_search import hill, maxsat, treesearch
-from clew.envs.suites import Suite
 
 BUDGETS = {"hill": (36, 48), "tree": (36, 48, 60), "maxsat": (36, 48)}
 GENERATORS = {"hill": hill.generate_task, "tree": treesearch.generate_task,

@@ -25,14 +25,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from clew.envs.base import Task
-from clew.envs.registry import make_for
+from clew.envs.oracle_search.hill import HillSearchEnv
+from clew.envs.oracle_search.maxsat import MaxSatSearchEnv
+from clew.envs.oracle_search.treesearch import TreeSearchEnv
 from clew.envs.trace import Replay, Trace, ratio, record_steps
 
 HILL_BINS = 100  # intervals of width 0.1 over [0, 10]
 
 
 def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
-    env = make_for(task)
+    env = make_env(task)
     env.reset(task)
     family = env.family
     asked: set[str] = {f"node={env.root}"} if family == "tree" else set()
@@ -60,3 +62,14 @@ def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
     best = float(env.best_value)
     return Trace(coverage=coverage, redundancy=ratio(repeats, attempts), repeats=repeats,
                  steps=attempts, rmax=float(env.optimum), agent=best, exploit=best)
+
+
+#: the family's envs by registry name (a replay builds its own: this module is named by the
+#: registry, so it does not go through it)
+ENV_CLASSES = {"hillsearch": HillSearchEnv, "treesearch": TreeSearchEnv,
+               "maxsatsearch": MaxSatSearchEnv}
+
+
+def make_env(task: Task):
+    """A fresh env of ``task``'s kind."""
+    return ENV_CLASSES[task.env]()

@@ -51,7 +51,10 @@ from math import comb
 from typing import Any
 
 from clew.envs.base import Task
+from clew.envs.rooms.env import RoomsEnv
+from clew.envs.rooms.explorer import frontier_action
 from clew.envs.rooms.layouts import LAYOUTS_FILES, Layout, frozen_layout, random_layout
+from clew.envs.rooms.solver import exploit_value, known_model, layout_best_route
 
 LAYOUT_PARAMS = ("size", "n_balls", "connectivity", "start", "extra_door_prob",
                  "door_budget_slack", "centre_slack")
@@ -100,18 +103,12 @@ def expected_best(n_balls: int, k: int = 3, lo: int = 1, hi: int = 10) -> float:
 
 def best_three_reachable(layout: Layout) -> bool:
     """Can one episode collect the K best balls (R^max = their sum)?"""
-    from clew.envs.rooms.solver import layout_best_route
-
     best = sorted((b.reward for b in layout.balls), reverse=True)[:layout.max_pickups]
     return layout_best_route(layout).value == sum(best)
 
 
 def explorer_closes_gap(layout: Layout, n_episodes: int = 20) -> bool:
     """Does the frontier explorer know an optimal route after ``n_episodes`` episodes?"""
-    from clew.envs.rooms.env import RoomsEnv
-    from clew.envs.rooms.explorer import frontier_action
-    from clew.envs.rooms.solver import exploit_value, known_model, layout_best_route
-
     env = RoomsEnv()
     env.reset(Task("rooms", {"layout": layout_dict(layout), "n_episodes": n_episodes}))
     while not env.done:
@@ -133,8 +130,6 @@ def layout_dict(layout: Layout) -> dict[str, Any]:
 def make_layout(size: int, seed: int, *, layout_id: str = "", check_explorable: bool = True,
                 n_episodes: int = 20, generator_version: int = 1, **options: Any) -> Layout:
     """The first acceptable layout drawn from ``Random(seed)`` by the given generator version."""
-    from clew.envs.rooms.solver import layout_best_route
-
     options = version_options(generator_version, size, options)
     rules = VERSIONS[generator_version]
     best_three, tolerance = rules["best_three"], rules["rmax_tolerance"]

@@ -31,7 +31,6 @@ import itertools
 import json
 import random
 import re
-from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
 from math import comb
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from clew.envs.rooms.colours import COLOURS
+from clew.envs.rooms.solver import bfs, layout_best_route
 
 LAYOUTS_FILE = Path(__file__).with_name("layouts.json")  # generator version 1
 LAYOUTS_FILES = {1: LAYOUTS_FILE, 2: Path(__file__).with_name("layouts_v2.json")}
@@ -157,8 +157,6 @@ class Layout:
 
     # --- (de)serialisation ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        from clew.envs.rooms.solver import layout_best_route
-
         return {
             "id": self.id,
             "size": self.size,
@@ -235,8 +233,6 @@ class Layout:
         layout = cls(size, start, tuple(doors), tuple(balls), budget, pickups,
                      str(data.get("id", "")), dict(data.get("meta") or {}))
         if "rmax" in data:
-            from clew.envs.rooms.solver import layout_best_route
-
             computed = layout_best_route(layout).value
             if computed != data["rmax"]:
                 raise ValueError(f"{where}: stored rmax {data['rmax']!r} differs from the "
@@ -257,19 +253,6 @@ def neighbours(room: int, size: int) -> list[int]:
         if 0 <= r + dr < size and 0 <= c + dc < size:
             out.append((r + dr) * size + c + dc)
     return out
-
-
-def bfs(adjacency: dict[int, set[int]] | dict[int, list[int]], source: int) -> dict[int, int]:
-    """Shortest door distances from ``source`` over ``adjacency`` (unreachable rooms absent)."""
-    dist = {source: 0}
-    queue = deque([source])
-    while queue:
-        u = queue.popleft()
-        for v in sorted(adjacency.get(u, ())):
-            if v not in dist:
-                dist[v] = dist[u] + 1
-                queue.append(v)
-    return dist
 
 
 # --- raw generation (docs/methods/envs.md#dark-treasure-rooms make_layout, without the explorability check) ---------------

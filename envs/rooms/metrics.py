@@ -34,6 +34,9 @@ from clew.envs.measures import (
     redundancy,
     sample_efficiency,
 )
+from clew.envs.rooms.env import RoomsEnv
+from clew.envs.rooms.solver import KnownModel, exploit_value, true_balls
+from clew.envs.trace import Replay, classify, step_infos
 
 
 def rooms_graph(moves: Iterable[Any], symmetric: bool = True) -> dict[Hashable, list[Edge]]:
@@ -99,9 +102,6 @@ def record_actions(record: Mapping[str, Any]) -> list[str]:
 def rooms_trace(task: Task, record: Mapping[str, Any], *, strict_directed: bool = False,
                 seen_balls_use_true_value: bool = False) -> RoomsTrace:
     """Replay ``record``'s actions on ``task`` and compute R^exploit after every step."""
-    from clew.envs.rooms.env import RoomsEnv
-    from clew.envs.rooms.solver import KnownModel, exploit_value, true_balls
-    from clew.envs.trace import Replay, classify, step_infos
 
     env = RoomsEnv(**dict(record.get("env_options") or {}))
     env.reset(task)

@@ -21,15 +21,55 @@ The generic solver for any deterministic budgeted MDP (docs/methods/metric-optim
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import permutations
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from clew.envs.rooms.layouts import Layout, bfs
 
-if TYPE_CHECKING:  # pragma: no cover
-    from clew.envs.rooms.env import Move
+class Move(Protocol):
+    """What the solver reads of one step of a run (:class:`clew.envs.rooms.env.Move`)."""
+
+    room: int
+    seen: tuple[str, ...]
+    action: str
+    kind: str
+    reward: int
+    next_room: int
+    moved: bool
+    after: tuple[str, ...]
+
+
+class BallLike(Protocol):
+    name: str
+    room: int
+    reward: int
+
+
+class Layout(Protocol):
+    """What the solver reads of a layout (:class:`clew.envs.rooms.layouts.Layout`)."""
+
+    start: int
+    balls: Sequence[BallLike]
+    door_budget: int
+    max_pickups: int
+
+    @property
+    def adjacency(self) -> dict[int, set[int]]: ...
+
+
+def bfs(adjacency: dict[int, set[int]] | dict[int, list[int]], source: int) -> dict[int, int]:
+    """Shortest door distances from ``source`` over ``adjacency`` (unreachable rooms absent)."""
+    dist = {source: 0}
+    queue = deque([source])
+    while queue:
+        u = queue.popleft()
+        for v in sorted(adjacency.get(u, ())):
+            if v not in dist:
+                dist[v] = dist[u] + 1
+                queue.append(v)
+    return dist
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ Every task carries its full layout, so a task file is self-contained.
 from __future__ import annotations
 
 from clew.envs.base import Task
+from clew.envs.family import Suite
 from clew.envs.rooms.generator import ID_PREFIX, N_TRAIN, SIZES, TEST_IDS
 from clew.envs.rooms.layouts import frozen_layouts
-from clew.envs.suites import Suite
 
 RUNS_PER_LAYOUT = 10
 N_EPISODES = 20

@@ -48,6 +48,7 @@ from typing import Any
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.textminigrid import prompts
 from clew.envs.textminigrid.bot import BotRun, difficulty, run_bot
+from clew.envs.textminigrid.fewshot import examples_text
 from clew.envs.textminigrid.layout import (
     MAX_STEPS,
     Layout,
@@ -431,9 +432,7 @@ class TextMiniGridEnv(Env):
             variant = self.prompt
         examples = None
         if prompts.PromptVariant.parse(variant).fewshot:
-            from clew.envs.textminigrid.fewshot import examples_text
-
-            examples = examples_text(self.representation, self.max_actions)
+            examples = examples_text(type(self), self.representation, self.max_actions)
         return prompts.system_prompt(self.representation, variant, examples)
 
     def action_help(self) -> str:

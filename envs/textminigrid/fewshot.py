@@ -66,10 +66,10 @@ def _state_text(env) -> str:
 
 
 @lru_cache(maxsize=16)
-def build_examples(representation: str, max_actions: int) -> tuple[Example, ...]:
-    """One example per scenario, from the first few-shot seeds where each occurs."""
-    from clew.envs.textminigrid.env import TextMiniGridEnv  # env imports this module lazily
-
+def build_examples(env_class: type, representation: str, max_actions: int
+                   ) -> tuple[Example, ...]:
+    """One example per scenario, from the first few-shot seeds where each occurs, played by
+    ``env_class`` (the TextMiniGrid env, which asks for them: it is not imported here)."""
     examples: dict[str, Example] = {}
     for seed in FEWSHOT_SEEDS:
         layout = generate_layout(2, 3, seed)
@@ -77,14 +77,14 @@ def build_examples(representation: str, max_actions: int) -> tuple[Example, ...]
         if not run.success:
             continue
         task = Task("textminigrid", {"layout": layout.to_dict()}, seed=seed)
-        scout = TextMiniGridEnv(representation, max_actions=1)
+        scout = env_class(representation, max_actions=1)
         scout.reset(task)
         for scenario, index in _events(scout, run.actions).items():
             if scenario in examples:
                 continue
             start = max(0, index - (max_actions - 1) // 2)
             window = run.actions[start:start + max_actions]
-            env = TextMiniGridEnv(representation, max_actions=max_actions)
+            env = env_class(representation, max_actions=max_actions)
             env.reset(task)
             for name in run.actions[:start]:
                 env.step(name)
@@ -97,10 +97,10 @@ def build_examples(representation: str, max_actions: int) -> tuple[Example, ...]
     return tuple(examples[s] for s in SCENARIOS if s in examples)
 
 
-def examples_text(representation: str, max_actions: int) -> str:
+def examples_text(env_class: type, representation: str, max_actions: int) -> str:
     """The examples block appended to the system prompt after the Strategic Guide."""
     lines = ["Examples (from another layout; they show the reply format and useful behaviour):"]
-    for i, ex in enumerate(build_examples(representation, max_actions), 1):
+    for i, ex in enumerate(build_examples(env_class, representation, max_actions), 1):
         title, intention = SCENARIOS[ex.scenario]
         lines += [
             f"Example {i}: {title}.", f"Mission: {ex.mission}.", "Observation:", ex.before,

@@ -11,7 +11,7 @@ Building a suite runs the bot once per task (about 1 s for the 45 tasks on one c
 
 from __future__ import annotations
 
-from clew.envs.suites import Suite
+from clew.envs.family import Suite
 from clew.envs.textminigrid.generator import CONFIGS, config_tasks, paper_tasks
 
 TRAIN_FIRST_SEED = 2000
