@@ -61,8 +61,8 @@ def test_the_formatted_models_data_do_not_depend_on_call_order(bench, monkeypatc
         for r in (reqs if seen.get("reverse") is None else reqs[::-1]):
             await lm.generate([r])
 
-    from clew.training import sft
-    monkeypatch.setattr(sft, "train", fake_train)
+    from clew.training import train
+    monkeypatch.setattr(train, "train", fake_train)
     monkeypatch.setattr(bench, "search_run", fake_search)
     monkeypatch.setattr("clew.agents.lm.tiny.build_tiny_model", lambda dst, corpus=None: dst)
     args = SimpleNamespace(seed=0, format_rows=2000, format_steps=1)

@@ -72,7 +72,7 @@ def enter_text():
 def test_invalid_actions_and_the_budget(enter_text):
     env = enter_text
     st = env.step("I would like to type something")
-    assert not st.valid and not st.done and st.info["error"] == "unparsable"
+    assert not st.valid and not st.terminated and st.info["error"] == "unparsable"
     assert "held no action" in st.obs.text and env.browser_stats().get("real_steps", 0) == 0
     st = env.step("click('999')")             # well formed, but no such element
     assert not st.valid and "The last action failed" in st.obs.text
@@ -81,7 +81,7 @@ def test_invalid_actions_and_the_budget(enter_text):
     box = next(e["bid"] for e in env.observation().info["elements"] if e["role"] == "textbox")
     st = env.step(f"fill('{box}', '{quoted}')")
     assert st.valid and f"value='{quoted}'" in st.obs.text
-    assert st.done and st.info["truncated"] and env.grade() == 0.0   # 3 steps: the budget
+    assert st.terminated and st.info["truncated"] and env.grade() == 0.0   # 3 steps: the budget
 
 
 def test_the_action_timeout_does_not_bound_the_task_setup():
