@@ -137,7 +137,7 @@ GENERIC_CRITERIA = (
 
 def labelled(label: str, text: str) -> str:
     """``LABEL:\ntext``; an observation text that starts with its own ``OBSERVATION:`` label
-    (gridmap's do) loses it, so no prompt shows the label twice (issue 16 item 10)."""
+    (gridmap's do) loses it, so no prompt shows the label twice."""
     if label.upper().endswith("OBSERVATION"):
         text = _OWN_LABEL.sub("", text, count=1)
     return f"{label}:\n{text}"

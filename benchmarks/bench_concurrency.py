@@ -1,4 +1,4 @@
-"""Benchmark (b): concurrency efficiency of the episode runner (issue 7).
+"""Benchmark (b): concurrency efficiency of the episode runner.
 
 K episodes run at once (``run_suite(concurrency=K)``) against the same episodes one at a time;
 efficiency = (sequential time / concurrent time) / K, for K = 1, 2, 4, ..., 64. Target: at least

@@ -1,4 +1,4 @@
-"""Benchmark (d): reflection-memory retrieval latency with 100,000 reflections (issue 7).
+"""Benchmark (d): reflection-memory retrieval latency with 100,000 reflections.
 
 :class:`clew.agents.memory.ReflectionMemory` with 100,000 policy reflections. Embedding 100k texts
 with MiniLM on two CPU cores takes minutes, so the entries get random unit vectors (seeded) and

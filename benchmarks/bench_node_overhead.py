@@ -1,4 +1,4 @@
-"""Benchmark (a): framework overhead per search-tree node with a zero-latency model (issue 7).
+"""Benchmark (a): framework overhead per search-tree node with a zero-latency model.
 
 The plain MCTS agent (the ``mcts`` preset: LM policy and single-agent value,
 ``docs/methods/baselines.md``) plays grid-map tasks through the episode runner, its model a zero-latency

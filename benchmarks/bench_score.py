@@ -1,4 +1,4 @@
-"""Benchmark: score a 100,000-step grid-map trajectory (docs/methods/metric-explore-exploit-error.md#per-step-error, issue 2 acceptance).
+"""Benchmark: score a 100,000-step grid-map trajectory (docs/methods/metric-explore-exploit-error.md#per-step-error).
 
 The trajectory is a seeded random walk on a generated map (exploration high, DAG hard, seed 0)
 that never enters the goal cell, so the episode never ends; 5% of its actions are invalid

@@ -1,4 +1,4 @@
-"""Benchmark (c): vLLM throughput during a tree search, and its prefix-cache hit rate (issue 7).
+"""Benchmark (c): vLLM throughput during a tree search, and its prefix-cache hit rate.
 
 A search agent with LM roles plays one or several grid-map tasks at once through the episode
 runner: ``--agent rmcts-mad`` (the default: LM policy with ``n`` samples per expansion, the
@@ -33,7 +33,7 @@ handful of requests). ``--no-constrain`` gives the earlier, unconstrained run.
 Figures:
 
 * ``throughput_ratio``: generated tokens per second of the search run (wall time of the whole
-  run, framework time included) over that of the offline batch. Targets (issue 12): >= 0.8 for
+  run, framework time included) over that of the offline batch. Targets: >= 0.8 for
   one episode at the preset's wave size, >= 0.9 for 16 episodes.
   ``--repeats R`` runs each variant R times and reports the run of median ratio, with all R.
 * ``prefix_cache_hit_rate``: vLLM's own counters ``vllm:prefix_cache_hits`` /
@@ -468,7 +468,7 @@ def main() -> None:
                     help="wave size:concurrent episodes, comma-separated; Kp = K pipelined; "
                          f"d = the waves of the agent's preset ({default_k})")
     ap.add_argument("--steps", type=int, default=3, help="real steps (trees) per episode")
-    ap.add_argument("--simulations", type=int, default=20, help="per search (issue 12's 20)")
+    ap.add_argument("--simulations", type=int, default=20, help="per search (20, as the waves were measured)")
     ap.add_argument("--branching", type=int, default=3)
     ap.add_argument("--samples", type=int, default=10, help="n of policy and value requests")
     ap.add_argument("--max-tokens", type=int, default=32)

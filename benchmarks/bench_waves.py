@@ -1,5 +1,5 @@
 """Benchmark: the critical path of one R-MCTS_MAD tree, in LM round trips and wall time, with and
-without leaf-parallel waves (issue 12, docs/methods/mcts.md#leaf-parallel-waves).
+without leaf-parallel waves (docs/methods/mcts.md#leaf-parallel-waves).
 
 The model answers every request after a fixed ``--latency`` with unlimited capacity (requests
 in flight never wait for one another), so the time a search takes is its number of dependent

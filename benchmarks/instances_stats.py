@@ -1,4 +1,4 @@
-"""Instance statistics behind ``docs/methods/instances.md`` (issue 13): grid-map openness, rooms
+"""Instance statistics behind ``docs/methods/instances.md``: grid-map openness, rooms
 random walks. Prints one JSON line per row and writes the markdown tables to ``--table``.
 
 * ``gridmap``: the open-cell distribution per preset (exploration level × DAG level) and

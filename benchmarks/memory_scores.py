@@ -12,7 +12,7 @@ closer than the family's typical best match). Keys are what the agent builds
 (``Env.memory_view``), so the numbers follow the key form.
 
 ``--keys`` instead compares the two key forms: the states of random walks on the first tasks of
-each split, keyed as before issue 11 ("Task: <first 40 words of the instructions>" + the
+each split, keyed the old way ("Task: <first 40 words of the instructions>" + the
 observation) and by ``Env.memory_view``; it prints quantiles of the cosine similarity between
 keys of states of *different* tasks (what retrieval has to tell apart).
 

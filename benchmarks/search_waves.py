@@ -1,4 +1,4 @@
-"""What leaf-parallel waves do to the search (issue 12): MCTS with heuristic roles at several
+"""What leaf-parallel waves do to the search: MCTS with heuristic roles at several
 wave sizes k, same tasks, same seeds (docs/methods/mcts.md#leaf-parallel-waves).
 
 The agent is ``search_scaling.py``'s MCTS (sampled-frequency priors over the legal actions, a

@@ -1,4 +1,4 @@
-"""``clew merge SHARD_DIR... --out DIR``: combine shard run directories into one (issue 7)."""
+"""``clew merge SHARD_DIR... --out DIR``: combine shard run directories into one (docs/scale-out.md)."""
 
 from __future__ import annotations
 

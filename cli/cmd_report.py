@@ -1,4 +1,4 @@
-"""``clew report RUN... [--out DIR] [--react RUN]``: tables and plots comparing runs (issue 7)."""
+"""``clew report RUN... [--out DIR] [--react RUN]``: tables and plots comparing runs (docs/scale-out.md#reading-results)."""
 
 from __future__ import annotations
 

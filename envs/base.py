@@ -320,7 +320,7 @@ class Env(ABC):
         """A hashable summary of the world state without its clock, or ``None``.
 
         Two steps that reach the same key visited the same state. The runner uses it to count
-        the states a search saw only inside its simulator ("peeks", docs/methods/rmcts.md#decisions D2).
+        the states a search saw only inside its simulator ("peeks", docs/methods/rmcts.md#decisions).
         """
         return None
 

@@ -1,13 +1,13 @@
 """The ``exploration-v2`` suite (and ``exploration-v1``): four environment families, small,
 seen/unseen splits.
 
-Versions differ only in the instance generators they ask for (issue 13); everything below
+Versions differ only in the instance generators they ask for (docs/methods/instances.md); everything below
 holds for both. ``exploration-v2`` (current) draws its grid maps with the grid-map generator's
 version 2 and its rooms layouts with the rooms generator's version 2 (tree-like layouts, 7
 balls at 4×4, the best three reachable; see ``docs/methods/instances.md``); its task ids start
 with ``xv2/``. ``exploration-v1`` pins both generators to version 1 and never changes.
 
-Issue 3 item 5: the suite later issues use to collect search data (``train``, seen) and to
+The suite the loop uses to collect search data (``train``, seen) and to
 evaluate distilled agents (``test``, unseen). It is deliberately small, so that a CPU search on
 ``train`` and an evaluation on ``test`` fit in the demo: 12 tasks per split, 3 per family.
 
@@ -126,7 +126,7 @@ def _suite(version: int) -> Suite:
     return Suite(NAME.format(version), version,
                  {split: split_tasks(split, version) for split in ("train", "test")},
                  "all four families, 3 small tasks per family and split; train seeds 100.., "
-                 f"test seeds 200.. (issue 3); instance generators v{version} (issue 13)")
+                 f"test seeds 200..; instance generators v{version} (docs/methods/instances.md)")
 
 
 #: train tasks per configuration in ``exploration-v1-wide`` (its test split is exploration-v1's)

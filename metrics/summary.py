@@ -1,7 +1,7 @@
 """Aggregate episode records into ``metrics.json`` and a plain-text/markdown summary table.
 
 Per-episode ratios first, then means over episodes ignoring undefined (null/NaN) values, with
-standard errors and counts (docs/methods/metric-explore-exploit-error.md#aggregation, D7). "Steps" is reported over successful episodes
+standard errors and counts (docs/methods/metric-explore-exploit-error.md#aggregation). "Steps" is reported over successful episodes
 (docs/methods/metric-explore-exploit-error.md#aggregation) and over all episodes.
 
 No silent failure (docs/methods/parsing.md#reporting): the aggregate holds each role's parse

@@ -1,6 +1,6 @@
 """Metrics that travel: coverage, redundancy and the optimal-exploitation gap for every family.
 
-Issue 3 item 4. docs/methods/envs.md#dark-treasure-rooms (docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition, docs/methods/metric-optimal-exploitation-gap.md#rooms-exploration-statistics) defines state-space coverage, memory redundancy and the
+docs/methods/envs.md#dark-treasure-rooms (docs/methods/metric-optimal-exploitation-gap.md#gap-decomposition, docs/methods/metric-optimal-exploitation-gap.md#rooms-exploration-statistics) defines state-space coverage, memory redundancy and the
 gap decomposition for Dark Treasure Rooms; this module reports them, with the same key names,
 for every other environment whose family defines them (its trace, below), so a report can set
 the families side by side. Rooms itself keeps its own functions

@@ -10,7 +10,7 @@ skipped, so a non-deterministic env cannot pass silently.
 
 The truth for a state comes from two env hooks (:class:`clew.envs.base.Env`):
 
-* ``progress()``: normalised value-to-go in [0, 1] (gridmap: 1 − D/D0 with D the fewest moves to
+* ``progress()``: normalised value-to-go in [0, 1] (gridmap: 1 − d/d₀ with d the fewest moves to
   the goal on the full map; TextMiniGrid: the same with the BabyAI bot's plan);
 * ``steps_to_goal()``: the fewest steps to success under the env's own limits; the state is
   *solvable* when that fits in the steps the episode rules leave. ``None`` means the env defines

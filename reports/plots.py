@@ -1,4 +1,4 @@
-"""PNG plots for ``clew report`` (issue 7; docs/methods/metric-explore-exploit-error.md#aggregation, docs/methods/metric-optimal-exploitation-gap.md figure 3).
+"""PNG plots for ``clew report`` (docs/methods/metric-explore-exploit-error.md#aggregation, docs/methods/metric-optimal-exploitation-gap.md figure 3).
 
 Each function takes plain points (one per run) and a path, draws with matplotlib's Agg backend
 (no display needed) and returns what it drew, or ``None`` with nothing written when there is no

@@ -1,4 +1,4 @@
-"""``clew report RUN... [--out DIR] [--react RUN]``: tables and plots comparing runs (issue 7).
+"""``clew report RUN... [--out DIR] [--react RUN]``: tables and plots comparing runs (docs/scale-out.md#reading-results).
 
 Reads run directories (layout in :mod:`clew.records.rundir`), aggregates their episode records with
 :mod:`clew.metrics.summary` (per-episode values first, then means ignoring undefined values, with

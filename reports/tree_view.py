@@ -1,4 +1,4 @@
-"""``clew view TREE.json.gz``: one self-contained HTML page to inspect a search tree (issue 7).
+"""``clew view TREE.json.gz``: one self-contained HTML page to inspect a search tree (docs/methods/mcts.md#tree-data).
 
 The page (inline CSS and JS, no network) shows the tree of one real step as nested, collapsible
 rows. Each row is an edge and the node it leads to: action text (STOP / NONE marked), N, Q, prior

@@ -1,4 +1,4 @@
-"""``clew merge SHARD_DIR... --out DIR``: combine shard run directories into one (issue 7).
+"""``clew merge SHARD_DIR... --out DIR``: combine shard run directories into one (docs/scale-out.md).
 
 A suite split is sharded with ``--shard i/n`` (the runner keeps ``tasks[i::n]``); each shard
 writes its own run directory. Merging checks the shards belong to one run, takes every finished

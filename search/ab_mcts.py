@@ -75,7 +75,7 @@ class ABMCTSConfig(SearchConfig):
 @dataclass(frozen=True)
 class Posterior:
     """Normal-inverse-chi-squared posterior of a score set (conjugate update, e.g. Murphy,
-    *Probabilistic Machine Learning: Advanced Topics*, §3.4.3)."""
+    *Probabilistic Machine Learning: Advanced Topics*, section 3.4.3)."""
 
     mean: float
     kappa: float

@@ -19,7 +19,7 @@ messages have ``weight`` null. Metadata columns: ``task_id``, ``env``, ``source_
 ``episode``, ``agent``, ``kind`` (el | il), ``subset``, ``turn_index``, ``n_backtracks``,
 ``selected_by``.
 
-Decisions: episodes are selected by ground-truth success by default (D21, ``select_by: gt``):
+Decisions: episodes are selected by ground-truth success by default (``select_by: gt``):
 ``outcome.success``, or ``outcome.grade >= 1`` where success is undefined. ``select_by: est``
 selects by the agent's own estimate, ``outcome.success_est``, which search agents record (mean Q
 of the executed steps above the reflection threshold, docs/methods/rmcts.md#success-estimate);

@@ -23,7 +23,7 @@ Decisions (spec [D] items and our own):
   the next id, a backtrack returns to the id on the current path. This equals docs/methods/exploratory-learning.md#merging-steps's "order of
   first appearance" whenever no node is entered twice by a forward move; when the search walks
   down an earlier branch again, the state gets a new id, as it would at inference.
-* ``assessment_pick="closest"``, ``assessment_value="both"`` (D12): rationale text plus the value
+* ``assessment_pick="closest"``, ``assessment_value="both"``: rationale text plus the value
   on the unit scale with two decimals; a signed value v is shown as (v + 1) / 2. A state with no
   written rationale (heuristic value functions) gets the number only.
 * An edge whose raw completion does not state its action (no answer phrase, no fence: heuristic
@@ -33,8 +33,8 @@ Decisions (spec [D] items and our own):
   each kept traversal follow each other as real actions (docs/methods/exploratory-learning.md#distilled-agent), and an action already issued in
   the episode (a query) is not issued again.
 * Replay mismatches (a replayed observation differing from the logged one) are counted, not
-  fatal, because D23 renders clocks from the replayed step count; ``strict`` makes them fatal.
-* The env's own step budget is *not* lifted during the replay (D23 asks to): there is no generic
+  fatal, because observations render clocks from the replayed step count; ``strict`` makes them fatal.
+* The env's own step budget is *not* lifted during the replay (the method asks to): there is no generic
   switch for it, and a trajectory longer than the budget could not be run by the distilled agent
   either. Such episodes are skipped and counted. A replay that reaches a finished state before
   its last turn (the search walked into the goal and went on searching) ends there when the
@@ -44,7 +44,7 @@ Decisions (spec [D] items and our own):
 * A simulated action after which the env ended the episode (a terminal ``env_done`` node) is
   left out of the walk when the walk goes on, like a STOP: at inference the runner ends the
   episode there and no backtrack can follow (web tasks end on a wrong click).
-* Targets that mention reflections are dropped and counted (D22, no rephrasing).
+* Targets that mention reflections are dropped and counted (no rephrasing).
 * ``el_subsample`` (the code's subsampling to 30 trajectories) is not implemented: off by default.
 """
 

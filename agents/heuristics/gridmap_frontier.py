@@ -134,8 +134,8 @@ def oracle_move(oracle: Any, memo: dict[str, Any]) -> str:
 
 
 def oracle_actions(instance: Any, max_steps: int | None = None) -> list[str]:
-    """The oracle agent's whole action list on an instance, ignoring the budget (D30: log its
-    step count per instance; more than B means even this agent fails there)."""
+    """The oracle agent's whole action list on an instance, ignoring the budget (its step
+    count per instance is logged; more than B means even this agent fails there)."""
     limit = max_steps or 10 * instance.budget
     env = GridMapEnv()
     env.reset(Task("gridmap", replace(instance, budget=limit).to_params()))

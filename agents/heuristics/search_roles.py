@@ -12,7 +12,7 @@
 Decisions:
 
 * Progress in [0, 1] is the env family's own ground truth, ``env.progress()``
-  (:meth:`clew.envs.base.Env.progress`): gridmap — 1 − D/D0 with D the fewest moves to achieve
+  (:meth:`clew.envs.base.Env.progress`): gridmap — 1 − d/d₀ with d the fewest moves to achieve
   the goal given the full map; textminigrid — 1 − (bot plan length from here) / (bot plan
   length at start); any other env — ``env.grade()``. A finished success is 1.0.
 * Noise is drawn once per state (seeded by the value seed, the task and the action path), so the

@@ -7,15 +7,15 @@ when the hidden budget B = α·|M| is used up.
 
 Decisions taken (docs/methods/metric-explore-exploit-error.md#decisions):
 
-* D6 / docs/methods/envs.md#grid-map-with-task-dag invalid actions (unparsable text, unknown word, blocked direction): the agent stays
+* invalid actions (unparsable text, unknown word, blocked direction): the agent stays
   put and the step is consumed (``invalid_policy="stay_and_count"``, the default); the next
   observation starts with "Invalid action '<raw>'; you did not move." and then repeats the
   previous cell message with the new step count. ``invalid_policy="retry_without_step"`` does
   not consume the step for up to ``max_retries`` consecutive invalid actions; the next one is
   charged and starts a fresh round of retries. Invalid steps never raise.
-* D25 the observation uses the canonical template with a step counter; ``step_counter=False``
+* the observation uses the canonical template with a step counter; ``step_counter=False``
   gives the paper's shorter early variant.
-* D10 / D12 goal identity: the goal's name is tagged "(goal)" wherever it appears; hints list
+* goal identity: the goal's name is tagged "(goal)" wherever it appears; hints list
   the node's children plainly ("It leads to: ...") and its parents in the prerequisite text;
   locations are never revealed.
 * Action parsing: :mod:`clew.envs.gridmap.actions`.
@@ -205,8 +205,8 @@ class GridMapEnv(Env):
         return 1.0 if self.state and self.state.success else 0.0
 
     def progress(self) -> float:
-        """Ground-truth progress (Env.progress): 1 − D/D0, with D the fewest moves that achieve
-        the goal from here given the full map (:meth:`Instance.moves_to_goal`) and D0 the same
+        """Ground-truth progress (Env.progress): 1 − d/d₀, with d the fewest moves that achieve
+        the goal from here given the full map (:meth:`Instance.moves_to_goal`) and d₀ the same
         from the start; 1 on success, 0 when the goal can no longer be achieved."""
         st, inst = self._require()
         if st.success:
@@ -260,7 +260,7 @@ class GridMapEnv(Env):
         if now:
             st.status[name] = ACHIEVED
         if name == inst.goal or inst.goal in node.children:
-            st.goal_known = True  # D10: the first visit of a goal parent names the goal
+            st.goal_known = True  # the first visit of a goal parent names the goal
         label = self._name(name)
         leads = self._leads_to(node)
         if now and name == inst.goal:

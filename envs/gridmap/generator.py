@@ -1,4 +1,4 @@
-"""Instance generator: exploration level × task-DAG level (docs/methods/envs.md#grid-map-with-task-dag, decisions D11, D13–D18).
+"""Instance generator: exploration level × task-DAG level (docs/methods/envs.md#grid-map-with-task-dag, docs/methods/instances.md).
 
 ``generate_task(params, seed)`` is a pure function: the same (params, seed) gives the same task
 on every platform. It draws from three independent sub-streams (DAG, names, layout), each a
@@ -9,17 +9,17 @@ types of a DAG level (a controlled comparison), and a different map for every co
 
 Decisions taken (docs/methods/metric-explore-exploit-error.md#decisions):
 
-* D13 layers: sizes drawn one after another, uniform over 1..min(3, remaining); the goal alone in
+* layers: sizes drawn one after another, uniform over 1..min(3, remaining); the goal alone in
   a final layer.
-* D14 the goal has a single AND option; duplicate option sets are dropped; repair adds every
+* the goal has a single AND option; duplicate option sets are dropped; repair adds every
   non-goal sink to the goal's option, so every node leads to the goal.
-* D11 names: distinct random [A-Z0-9]{4} tokens; we also require at least one letter and one
+* names: distinct random [A-Z0-9]{4} tokens; we also require at least one letter and one
   digit (every example in the paper has both), which keeps English words such as "DOWN" or
   "LEFT" out of the names, where they would confuse action parsing.
-* D15 size: cells = ceil(N/ρ) with N the number of task nodes (start not counted); (W, H)
+* size: cells = ceil(N/ρ) with N the number of task nodes (start not counted); (W, H)
   minimises |W/H − aspect|, then W·H, subject to W·H ≥ max(cells, N+1). Aspect 1 gives
-  W = H = ceil(sqrt(cells)). ``fixed_size=[W, H]`` overrides (Appendix G, D29).
-* D16 carving: for each node (random order) an L-shaped start→node corridor (random elbow
+  W = H = ceil(sqrt(cells)). ``fixed_size=[W, H]`` overrides (Appendix G).
+* carving: for each node (random order) an L-shaped start→node corridor (random elbow
   order) with a w×w brush, w drawn per corridor from the preset's width set; every other cell
   blocked. The brush block's corner is clamped into the box, so the block always holds the
   path cell and the carved region is connected.
@@ -27,9 +27,9 @@ Decisions taken (docs/methods/metric-explore-exploit-error.md#decisions):
   the current one, :data:`GENERATOR_VERSION`). Old suites pass their version explicitly, so
   their tasks never change (see ``docs/methods/instances.md``).
 
-  - **1**: the D16 carving above and nothing else. Its high-exploration maps are only about
+  - **1**: the carving above and nothing else. Its high-exploration maps are only about
     70% open (9×9 hard maps: 57 of 81 cells on average over 200 seeds), far from the mostly
-    open maps the paper's instance statistics imply (D16's sanity target).
+    open maps the paper's instance statistics imply (the carving's own sanity target).
   - **2**: version 1's carving, then an *open-fraction floor* ``min_open`` per exploration
     level (high 0.9; medium and low none): while fewer than ``min_open``·W·H cells are open,
     carve one more L-shaped corridor, with a brush width drawn from the same width set, from
@@ -42,9 +42,9 @@ Decisions taken (docs/methods/metric-explore-exploit-error.md#decisions):
     corridor rule: every start-anchored L-corridor rule we measured (star, chains between
     nodes, all pairs) left 9×9 high/hard maps at 71–87% open on average with a long low
     tail; a floor states the target directly.
-* D17 start and node cells: uniform random distinct cells; ``min_spacing`` (Manhattan distance
+* start and node cells: uniform random distinct cells; ``min_spacing`` (Manhattan distance
   between any two of start and nodes, default 0 = none) is an option, by rejection sampling.
-* D18 presets: exploration_level high/medium/low ↔ (ρ, widths) = (0.10, {2,3}), (0.25, {1,2,3}),
+* presets: exploration_level high/medium/low ↔ (ρ, widths) = (0.10, {2,3}), (0.25, {1,2,3}),
   (0.40, {1}); dag_level easy/medium/hard ↔ 4/6/8 nodes with the docs/methods/envs.md#grid-map-with-task-dag probabilities. The paper's
   other names are accepted (dag "small"/"large"; ``exploitation_demand`` low/medium/high).
 * Parent weights exp(−β·((D−1)−d)) are rounded to 12 significant digits so that a last-ulp
@@ -76,7 +76,7 @@ DAG_PRESETS: dict[str, dict[str, Any]] = {
              "dependency_count_probs": [[1, 1 / 3], [2, 1 / 3], [3, 1 / 3]],
              "goal_dependency_count_probs": [[1, 1 / 3], [2, 1 / 3], [3, 1 / 3]]},
 }
-#: exploration_level -> node density ρ and corridor widths (D18).
+#: exploration_level -> node density ρ and corridor widths.
 MAP_PRESETS: dict[str, dict[str, Any]] = {
     "high": {"density": 0.10, "widths": [2, 3]},
     "medium": {"density": 0.25, "widths": [1, 2, 3]},
@@ -266,12 +266,12 @@ def sample_dag(rng: random.Random, p: dict[str, Any]) -> tuple[list[list[list[in
             options: list[list[int]] = []
             for _ in range(sample_count(rng, p["option_count_probs"])):
                 option = draw(sample_count(rng, p["dependency_count_probs"]), d)
-                if option not in options:  # D14: drop duplicate option sets
+                if option not in options:  # drop duplicate option sets
                     options.append(option)
             prereq[u] = options
     prereq[goal] = [draw(sample_count(rng, p["goal_dependency_count_probs"]), depth[goal])]
 
-    # D14 repair: every non-goal sink joins the goal's (single) option.
+    # repair: every non-goal sink joins the goal's (single) option.
     has_child = {v for opts in prereq for o in opts for v in o}
     for v in range(goal):
         if v not in has_child and v not in prereq[goal][0]:
@@ -281,7 +281,7 @@ def sample_dag(rng: random.Random, p: dict[str, Any]) -> tuple[list[list[list[in
 
 
 def sample_names(rng: random.Random, count: int) -> list[str]:
-    """Distinct [A-Z0-9]{4} tokens with at least one letter and one digit (D11)."""
+    """Distinct [A-Z0-9]{4} tokens with at least one letter and one digit."""
     names: list[str] = []
     while len(names) < count:
         token = "".join(rng.choice(_NAME_CHARS) for _ in range(4))
@@ -293,7 +293,7 @@ def sample_names(rng: random.Random, count: int) -> list[str]:
 
 # --- map ---------------------------------------------------------------------------------------
 def grid_size(p: dict[str, Any], n_nodes: int) -> tuple[int, int]:
-    """D15: (W, H) from the node density and aspect ratio, or the fixed size."""
+    """(W, H) from the node density and aspect ratio, or the fixed size."""
     if p["fixed_size"] is not None:
         return int(p["fixed_size"][0]), int(p["fixed_size"][1])
     cells = math.ceil(Fraction(n_nodes) / Fraction(str(p["density"])))
@@ -314,7 +314,7 @@ def grid_size(p: dict[str, Any], n_nodes: int) -> tuple[int, int]:
 def carve_layout(rng: random.Random, width: int, height: int, n_nodes: int, widths: list[int],
                  min_spacing: int = 0, min_open: float = 0.0,
                  ) -> tuple[Cell, list[Cell], frozenset[Cell]]:
-    """D16–D17: place start and nodes, carve L-shaped w×w corridors start→node; then, while
+    """Place start and nodes, carve L-shaped w×w corridors start→node; then, while
     fewer than ``min_open``·W·H cells are open, a corridor from the start to a random blocked
     cell (version 2's floor; 0 draws nothing more, which is version 1)."""
     box = [(x, y) for x in range(width) for y in range(height)]

@@ -6,7 +6,7 @@ generated instance and never depends on re-running the generator.
 
 Conventions (docs/methods/envs.md#grid-map-with-task-dag): cells are integer pairs ``(x, y)``; ``up = y+1``, ``down = y-1``,
 ``left = x-1``, ``right = x+1`` (y grows upward). ``cells`` is the traversable set M; box cells
-outside M are obstacles. Preconditions are DNF (D9): ``options`` is a tuple of option sets, each
+outside M are obstacles. Preconditions are DNF: ``options`` is a tuple of option sets, each
 a tuple of parent names; ``()`` means primitive. The DAG rules shared by the env and the metric
 (``prec``) live here so both read them from one place.
 """
@@ -61,7 +61,7 @@ def prec(node: Node, achieved: Mapping[str, Any] | set[str]) -> bool:
 
 
 class Distances:
-    """True-map BFS geodesics d(a, b) inside M (docs/methods/envs.md#grid-map-with-task-dag, D4), one table per source, lazily."""
+    """True-map BFS geodesics d(a, b) inside M (docs/methods/envs.md#grid-map-with-task-dag), one table per source, lazily."""
 
     def __init__(self, cells: frozenset[Cell]):
         self.cells = cells

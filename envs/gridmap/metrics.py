@@ -11,10 +11,10 @@ arrival processing at p(t):
 * progress = enters an unobserved cell, or achieves a pending node;
 * Gain = p(t+1) ∈ T(t), or some z ∈ T(t) has d(p(t+1), z) < d(p(t), z) (existential form);
 * err: 0 on progress; else 1 without Gain; else 0 when |T| = 1; else 1 iff the stale score of the
-  no-progress segment rises when p(t+1) is appended (first match wins, D3);
+  no-progress segment rises when p(t+1) is appended (first match wins);
 * attribution: case 1 → exploration; cases 2, 3 → exploitation; case 4 → both;
 * exploration_error = errors in cases 1, 4 / steps in cases 1, 4; exploitation_error = errors in
-  cases 2, 3, 4 / steps in cases 2, 3, 4; NaN when a denominator is 0 (D7).
+  cases 2, 3, 4 / steps in cases 2, 3, 4; NaN when a denominator is 0.
 
 Linear time: U(t), P(t) and the stale score's vertex/edge counters are updated in O(1) per step;
 the case and T(t) are recomputed only when arrival processing changed something, which happens
@@ -22,21 +22,21 @@ only on progress events (invariant 3 of docs/methods/metric-explore-exploit-erro
 
 Decisions taken (docs/methods/metric-explore-exploit-error.md#decisions):
 
-* D2 the error of a move is decided by comparing the segment's stale score with and without
+* the error of a move is decided by comparing the segment's stale score with and without
   p(t+1) appended. A segment starts at p(0) or at the cell entered by a progress move, and that
-  cell counts as one visit (D5).
-* D3 ``case2_strict=True`` also flags Case-2 progress steps with Gain = 0 (default off).
-* D4 ``distance_mode="true"`` (default) uses BFS on the true map; ``"known"`` uses BFS over the
+  cell counts as one visit.
+* ``case2_strict=True`` also flags Case-2 progress steps with Gain = 0 (default off).
+* ``distance_mode="true"`` (default) uses BFS on the true map; ``"known"`` uses BFS over the
   observed ∪ frontier cells at the time of the step.
-* D6 an invalid action (unparsable text, unknown word, or a blocked direction) leaves the agent
+* an invalid action (unparsable text, unknown word, or a blocked direction) leaves the agent
   in place: progress 0, Gain 0, err 1 attributed by the current case (``score_noop="error"``),
   or left out of every count (``score_noop="exclude"``); it adds nothing to the stale walk. The
   budget clock follows the env's ``invalid_policy``; with ``truncate_at_budget`` the actions
   after the budget is used (or after the goal is achieved) are ignored and counted.
-* D7 aggregation: per-episode ratios, mean over episodes ignoring NaN; pooled ratios and raw
-  counts are reported too. D8: "steps" is the mean over successful episodes, with the
+* aggregation: per-episode ratios, mean over episodes ignoring NaN; pooled ratios and raw
+  counts are reported too. "steps" is the mean over successful episodes, with the
   all-episode mean alongside.
-* D26 the exploration fraction per normalised-time bin counts steps that enter an unobserved cell.
+* the exploration fraction per normalised-time bin counts steps that enter an unobserved cell.
 """
 
 from __future__ import annotations
@@ -471,7 +471,7 @@ def aggregate(per_episode: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def exploration_fraction_bins(labels: Sequence[StepLabel | dict[str, Any]],
                               bins: int = 10) -> list[float]:
-    """D26: fraction of steps entering an unobserved cell in each bin of t/T (NaN if empty)."""
+    """The fraction of steps entering an unobserved cell in each bin of t/T (NaN if empty)."""
     total = len(labels)
     hits, counts = [0] * bins, [0] * bins
     for i, lab in enumerate(labels):

@@ -7,12 +7,12 @@ The paper's eight prompt sets are :data:`PROMPT_SETS`.
 
 Decisions taken (docs/methods/metric-explore-exploit-error.md#decisions):
 
-* D20 "default" asks for the JSON object only; "reasoning" asks for a short reasoning passage
+* "default" asks for the JSON object only; "reasoning" asks for a short reasoning passage
   before the JSON object (native thinking is the LM backend's setting, not this text's).
 * docs/methods/envs.md#grid-map-with-task-dag harness system prompt = the prompt plus one statement about the per-turn summary.
-* D23 the coordinate line states a direction's mapping only after that direction was taken and
+* the coordinate line states a direction's mapping only after that direction was taken and
   moved the agent. The summary's cell lists use the env's fixed convention.
-* D24 known impassable cells: every non-admissible neighbour of a visited cell, including
+* known impassable cells: every non-admissible neighbour of a visited cell, including
   coordinates outside the grid (the agent cannot tell a boundary from a wall).
 """
 

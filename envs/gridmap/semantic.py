@@ -1,9 +1,9 @@
 """The semantic (pasta-cooking) variant, maps custom-201…204, and their symbolic twins (docs/methods/envs.md#grid-map-with-task-dag).
 
-The paper does not publish these maps (D28), so they are reconstructed here: four hand-drawn
+The paper does not publish these maps, so they are reconstructed here: four hand-drawn
 10×9 grids with 60–90 passable cells and the four cooking DAGs of docs/methods/envs.md#grid-map-with-task-dag (203 has an OR node).
 Each map exists twice with identical geometry, DAG and start: ``semantic`` uses the cooking
-names, ``symbolic`` one fixed set of random 4-character tokens per map (D11 rule, drawn from a
+names, ``symbolic`` one fixed set of random 4-character tokens per map (the generator's naming rule, drawn from a
 stream seeded by the map id). Semantically related items are placed far apart in 201 (sauce vs
 cheese), 203 (the two cheeses; pasta vs sauce) and 204 (garlic vs olive oil), to probe the
 co-location prior the paper warns about.

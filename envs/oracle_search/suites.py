@@ -13,7 +13,7 @@ repeats (the instance is static, the agent's randomness varies). All HillSearch 
 * ``paper-003-main-v1`` / ``paper-003-additional-v1`` — the version-1 contents (H-B2 in main,
   H-E3 in additional), kept so runs made with them stay comparable; superseded.
 
-Hill labels (issue 13; ``docs/results.md``): the paper's appendix names the needle-at-1.3 list (H-B2) as its
+Hill labels (``docs/results.md``): the paper's appendix names the needle-at-1.3 list (H-B2) as its
 main instance, but the main table's baseline row is reproduced by the needle-at-6.2 list (H-E3),
 and Table 7's by H-B2 (measured with ``benchmarks/baselines_003.py``; see ``docs/results.md``).
 Version 2 therefore swaps the Hill instances between the two suites; the instances keep their

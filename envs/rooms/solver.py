@@ -3,7 +3,7 @@
 The exploiter may use only what a history reveals (the *known model*):
 
 * known doors: every door traversal observed (room u -> room v); by default a traversed door is
-  usable both ways (``symmetric=True``, docs/methods/metric-optimal-exploitation-gap.md#decisions #8), ``symmetric=False`` is the spec's
+  usable both ways (``symmetric=True``, docs/methods/metric-optimal-exploitation-gap.md#decisions #8), ``symmetric=False`` is the method page's
   ``strict_directed`` option;
 * known balls: every ball picked up at least once, with the reward observed and the room it was
   picked up in (docs/methods/metric-optimal-exploitation-gap.md#decisions #7). ``true_balls`` adds balls that were only *seen*, with their true
@@ -15,8 +15,8 @@ That test matches the env rule exactly: up to C traversals, balls in the room re
 C-th door can still be picked up (docs/methods/envs.md#dark-treasure-rooms, docs/methods/metric-optimal-exploitation-gap.md#decisions #5). With K = 3 and a handful of known balls
 this is at most a few hundred sequences.
 
-The generic solver for any deterministic budgeted MDP (docs/methods/metric-optimal-exploitation-gap.md#generic-solver) lives in
-``clew.envs.rooms.metrics`` (envs may not import eval); tests check both agree.
+The generic solver for any deterministic budgeted MDP (docs/methods/metric-optimal-exploitation-gap.md#generic-solver) is
+:func:`clew.envs.measures.optimal_exploitation`; tests check both agree.
 """
 
 from __future__ import annotations

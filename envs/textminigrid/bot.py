@@ -5,11 +5,11 @@ exploration. It reads the level it is given and must start on a fresh level (or 
 one); it never steps the level itself: we loop ``a = bot.replan(); level.step(a)``.
 
 Failures are data, not crashes: the bot raises now and then (an ``AssertionError`` inside its
-planner, ``DisappearedBoxError`` when a box vanished, ~1% of generated tasks per the spec), may
+planner, ``DisappearedBoxError`` when a box vanished, ~1% of generated tasks), may
 give up (it answers ``done`` with an empty plan) or may need more than the 200-step budget.
-:class:`BotRun` records which happened; the suite replaces such seeds (docs/methods/metric-textminigrid.md#behavioral-difficulty, A5, A30).
+:class:`BotRun` records which happened; the suite replaces such seeds (docs/methods/metric-textminigrid.md#behavioral-difficulty).
 
-Difficulty levels use the method page's calibrated fixed thresholds (A5): easy L* ≤ 6, medium 7–13,
+Difficulty levels use the method page's calibrated fixed thresholds: easy L* ≤ 6, medium 7–13,
 hard 14–45, super-hard ≥ 46.
 """
 
@@ -24,7 +24,7 @@ from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 from minigrid.utils.baby_ai_bot import BabyAIBot
 
 LEVELS = ("easy", "medium", "hard", "super-hard")
-THRESHOLDS = (6, 13, 45)  # upper bounds of easy, medium, hard (A5)
+THRESHOLDS = (6, 13, 45)  # upper bounds of easy, medium, hard
 
 # MiniGrid action ids -> canonical prompt names (docs/methods/envs.md#textminigrid)
 ACTION_NAMES = {

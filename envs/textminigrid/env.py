@@ -4,12 +4,12 @@ One ``step`` is one **decision step** t′: the agent's reply (raw model output 
 ``<actions>…</actions>`` / ``<intentions>…</intentions>``, or a bare ``Turn Left,Go Forward``)
 is parsed (:mod:`.parsing`), at most ``max_actions`` = m atomic actions are kept, and each is
 executed with MiniGrid's own ``step`` (docs/methods/envs.md#textminigrid). Blocked actions are silent no-ops and the sequence
-continues (A14); the sequence stops at success, at the 200-step limit, or when the target box
-is destroyed (A13, A16). The clock counts atomic actions (docs/methods/envs.md#textminigrid).
+continues; the sequence stops at success, at the 200-step limit, or when the target box
+is destroyed. The clock counts atomic actions (docs/methods/envs.md#textminigrid).
 
 The observation text is the docs/methods/envs.md#textminigrid user prompt: mission, the transitions of the last decision step,
 the current view in the chosen representation (``sc``, ``sd``, ``hybrid``), facing and carrying,
-and the instruction block for m. Short-term memory (docs/methods/envs.md#textminigrid, A12), ``memory_mode``:
+and the instruction block for m. Short-term memory (docs/methods/envs.md#textminigrid), ``memory_mode``:
 
 * ``"chat"`` (default, the method page's recommendation): the env keeps the last q (user prompt, raw
   reply) pairs and hands them out as ``obs.info["chat_history"]`` chat messages; an LM agent
@@ -23,7 +23,7 @@ The ``prompt`` option names the prompt variant that ``default`` stands for (:mod
 ``obs`` keeps only the observation description: a third of the tokens, for models with short
 contexts).
 
-Unparsable replies (A15, docs/methods/envs.md#textminigrid step 5): the first ``requeries`` consecutive ones use no
+Unparsable replies (docs/methods/envs.md#textminigrid step 5): the first ``requeries`` consecutive ones use no
 environment step (valid=False; the prompt is repeated under a one-line explanation); the next one
 executes MiniGrid's inert ``done`` action, which uses one step and is recorded in the history as
 an unparsable output, so the step budget always ends the episode.
@@ -138,7 +138,7 @@ class TextMiniGridEnv(Env):
     memory_min_score = 0.90    # docs/methods/reflection-memory.md#scores
     flags = EnvFlags(deterministic=True, supports_backtrack=True,
                      outcome_mode="terminal_success", simulation_mode="free")
-    #: The spec has its own rule for unparsable replies (re-queries, then a step-using no-op),
+    #: The family has its own rule for unparsable replies (re-queries, then a step-using no-op),
     #: so the runner's invalid-streak stop does not apply (the 200-step limit ends the episode).
     max_invalid_streak = None
 
@@ -261,7 +261,7 @@ class TextMiniGridEnv(Env):
             front = level.grid.get(*level.front_pos)
             action_id = ACTION_IDS.get(name, Actions.done)
             if name == "Toggle" and isinstance(front, Box) and self.box_toggle == "noop":
-                action_id = Actions.done  # A13 flag: toggling a box does nothing
+                action_id = Actions.done  # toggling a box does nothing
             _, r, terminated, _, _ = level.step(action_id)
             st.steps += 1
             if name == "Toggle" and isinstance(front, Box) and level.grid.get(*level.front_pos) is None:

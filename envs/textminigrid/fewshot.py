@@ -1,4 +1,4 @@
-"""The four few-shot demonstrations of docs/methods/envs.md#textminigrid (A20), built from bot play.
+"""The four few-shot demonstrations of docs/methods/envs.md#textminigrid, built from bot play.
 
 Scenarios (Appendix B): unblocking an object, unblocking (opening) a door, opening a locked door,
 and exploration (leaving the start room). Following the recommended format [D], they come from
@@ -7,7 +7,7 @@ plays the layout, the first decision-sized window of its actions (at most m, pla
 event) in which a scenario occurs becomes one example, with a hand-written intention per
 scenario. Each example shows the observation, facing and carrying before the window, the reply
 with ``<actions>``/``<intentions>``, and the resulting observation, in the run's representation.
-Decision: one decision step per example (the spec allows 1–3).
+Decision: one decision step per example (the method allows 1–3).
 """
 
 from __future__ import annotations

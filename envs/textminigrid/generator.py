@@ -5,7 +5,7 @@ in the task's params (so the task file rebuilds the level without any RNG), and 
 bot once to record L* (``oracle_length``), the difficulty level and, when the bot fails, why
 (``bot_failure``). ``label=False`` skips the bot.
 
-``paper_tasks`` applies the docs/methods/metric-textminigrid.md#behavioral-difficulty seed rule (A5, A6, A30): seeds 1–5 per configuration; a seed
+``paper_tasks`` applies the docs/methods/metric-textminigrid.md#behavioral-difficulty seed rule: seeds 1–5 per configuration; a seed
 whose bot run crashes, gives up or needs more than 200 steps is replaced by the next unused seed
 (6, 7, ...); rejected seeds are recorded in the task params (``rejected_seeds``).
 """

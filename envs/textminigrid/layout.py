@@ -5,7 +5,7 @@ Two MiniGrid level classes live here:
 * :class:`GeneratedLevel` is the recommended generator of docs/methods/envs.md#textminigrid, a ``RoomGridLevel`` subclass that
   follows BabyAI's ``LevelGen`` conventions: ``n × n`` rooms with a 4×4 interior
   (``room_size=6``), at most one locked door (probability 0.5 when n > 1, its key in another
-  room), ``connect_all`` for the rest, exactly ``k`` objects per room (the key counts, A4), the
+  room), ``connect_all`` for the rest, exactly ``k`` objects per room (the key counts), the
   agent in a random room other than the locked one, and a PickUp mission whose target is unique
   by (color, type) over the whole level. Its randomness is MiniGrid's own ``np_random`` seeded by
   ``reset(seed=...)``, so a layout is a pure function of (params, seed).
@@ -15,9 +15,9 @@ Two MiniGrid level classes live here:
 
 Decisions (docs/methods/envs.md#textminigrid):
 
-* A1: 1, 4, 9 rooms (``rooms_per_side`` 1, 2, 3); grids 6×6, 11×11, 16×16.
-* A3/A4: as above; ``locked_room_prob = 0.5``; the locked-door key counts toward its room's k.
-* A29: BabyAI's quirk is kept by default (objects are placed while ``agent_pos`` is still
+* 1, 4, 9 rooms (``rooms_per_side`` 1, 2, 3); grids 6×6, 11×11, 16×16.
+* as above; ``locked_room_prob = 0.5``; the locked-door key counts toward its room's k.
+* BabyAI's quirk is kept by default (objects are placed while ``agent_pos`` is still
   RoomGrid's dummy centre, so ``reject_next_to`` excludes a cross around it);
   ``uniform_placement=True`` moves the dummy off the grid first.
 * Rooms are filled, and target candidates listed, in row-major order (``for j in rows: for i in
@@ -211,7 +211,7 @@ class GeneratedLevel(RoomGridLevel):
             self._add_locked_room()
         self.connect_all()
         if self.uniform_placement:
-            self.agent_pos = (-10, -10)  # A29 flag: no cross of excluded cells around the centre
+            self.agent_pos = (-10, -10)  # no cross of excluded cells around the centre
         for j in range(self.num_rows):
             for i in range(self.num_cols):
                 room = self.get_room(i, j)

@@ -10,7 +10,7 @@
   over a run of each key is the per-level success rate SR_ℓ (the macro average is the mean of
   the four; the micro average is the mean of ``success``).
 
-Extensions not defined by the paper (docs/methods/metric-textminigrid.md#extensions, A28), prefixed ``ext_``:
+Extensions not defined by the paper (docs/methods/metric-textminigrid.md#extensions), prefixed ``ext_``:
 
 * ``ext_revisit_rate`` = 1 − |unique cells stood on| / (successful moves + 1);
 * ``ext_coverage`` = |non-wall cells ever inside the visibility mask| / |non-wall cells| (room
@@ -105,7 +105,7 @@ def disagreement(a: dict[str, bool], b: dict[str, bool]) -> tuple[int, int]:
 
 
 def success_by_level(results: Iterable[tuple[str | None, bool]]) -> dict[str, float]:
-    """SR per difficulty level, plus micro and macro averages (docs/methods/metric-textminigrid.md#success-and-steps item 2, A23)."""
+    """SR per difficulty level, plus micro and macro averages (docs/methods/metric-textminigrid.md#success-and-steps item 2)."""
     by: dict[str, list[bool]] = {name: [] for name in LEVELS}
     every: list[bool] = []
     for level, ok in results:

@@ -1,6 +1,6 @@
 """Reading a model's reply into atomic actions and an intention (docs/methods/envs.md#textminigrid).
 
-Rules (docs/methods/envs.md#textminigrid, decisions A15/A18), after the shared answer rules of :mod:`clew.envs.answers`
+Rules (docs/methods/envs.md#textminigrid), after the shared answer rules of :mod:`clew.envs.answers`
 (a reasoning block is dropped, one left open leaves no answer; markdown is made plain):
 
 1. Take the **last** ``<actions>…</actions>`` block (tags in any case). A final block left open

@@ -9,8 +9,8 @@ Action Description, Mission Description and Strategic Guide are switched by the 
 * add ``fewshot`` for the four demonstrations of docs/methods/envs.md#textminigrid (see :mod:`.fewshot`).
 
 :data:`ABLATION_VARIANTS` lists the 2³ = 8 combinations of the Appendix D.1 ablation (docs/methods/envs.md#textminigrid).
-All prose is paraphrased from the spec; format literals (labels, tags, tokens) are exact (docs/methods/envs.md#textminigrid).
-Decision A11: the SD and Hybrid observation descriptions are the method page's replacements.
+All prose is paraphrased from the paper; format literals (labels, tags, tokens) are exact (docs/methods/envs.md#textminigrid).
+Decision: the SD and Hybrid observation descriptions are the method page's replacements.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from itertools import combinations
 from clew.envs.textminigrid.render import REPRESENTATIONS
 
 COMPONENTS = ("action", "mission", "strategy")
-THINK_LINE = "Take a deep breath and work on this problem step-by-step."  # OPRO, A18
+THINK_LINE = "Take a deep breath and work on this problem step-by-step."  # OPRO
 
 ABLATION_VARIANTS: tuple[str, ...] = tuple(
     "+".join(("obs",) + combo) for r in range(len(COMPONENTS) + 1)

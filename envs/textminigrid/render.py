@@ -5,15 +5,15 @@ indexed ``(vx, vy)``: vx = 0..6 from the agent's left to its right, vy = 0..6 fr
 the agent at (3, 6). :func:`egocentric_view` turns it into a 7×7 table of :class:`Cell` rows
 ``P[vy][vx]``; then
 
-* Symbolic Cell (docs/methods/envs.md#textminigrid) and Hybrid (docs/methods/envs.md#textminigrid) rotate ``P`` north-up (allocentric, A8) and print one
+* Symbolic Cell (docs/methods/envs.md#textminigrid) and Hybrid (docs/methods/envs.md#textminigrid) rotate ``P`` north-up (allocentric) and print one
   token per cell, each followed by ``;``;
 * Scene Description (docs/methods/envs.md#textminigrid) keeps egocentric positions: f = 6 − vy steps forward, l = vx − 3
   (negative = left).
 
 The carried object, which MiniGrid puts on the agent's cell, is ignored: the agent's cell is
-always the agent (A26). Decisions: open door ``__`` (A7), the Hybrid vocabulary of docs/methods/envs.md#textminigrid (A9), the
-SD wall sentences, order and separators of A10, ``an open <color> door`` (fixing the original's
-"a open"), and ``You see no walls or objects.`` for an empty view (A27).
+always the agent. Decisions: open door ``__``, the Hybrid vocabulary of docs/methods/envs.md#textminigrid, the
+SD wall sentences, order and separators of the method page, ``an open <color> door`` (fixing the original's
+"a open"), and ``You see no walls or objects.`` for an empty view.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def direction_name(agent_dir: int) -> str:
 
 
 def inventory_text(carrying) -> str:
-    """``nothing`` or ``a <color> <type>`` (docs/methods/envs.md#textminigrid, A17)."""
+    """``nothing`` or ``a <color> <type>`` (docs/methods/envs.md#textminigrid)."""
     return "nothing" if carrying is None else f"a {carrying.color} {carrying.type}"
 
 
