@@ -1,5 +1,5 @@
 """Search scaling with heuristic roles: search algorithms at equal simulation budgets vs the same
-policy without search (docs/methods/rmcts.md#compute-scaling; issue 14: best-of-N and AB-MCTS beside MCTS).
+policy without search (docs/methods/rmcts.md#compute-scaling; best-of-N and AB-MCTS beside MCTS).
 
 Every agent uses the heuristic policy of :mod:`clew.agents.heuristics.search_roles` (legal actions with
 priors from the frequencies of 20 uniform draws by default, like an LM's sampled priors).
