@@ -1,4 +1,4 @@
-"""Installed as a package, clew works too (issue 19 item 10): a wheel built from the checkout,
+"""Installed as a package, clew works too: a wheel built from the checkout, without a setuptools warning,
 installed (not editable) into a clean venv, finds its agent and training presets as package data,
 and `clew demo --quick` runs from another directory.
 
@@ -9,6 +9,7 @@ installing torch and friends again would need the network and minutes."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -55,6 +56,8 @@ def installed(tmp_path_factory):
     build = sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                 "--no-index", "-q", "-w", dist, src], cwd=tmp)
     assert build.returncode == 0, build.stderr[-3000:]
+    # setuptools says nothing: no deprecated metadata, no data folder taken for a package
+    assert not re.search(r"\w+Warning:", build.stderr), build.stderr[-3000:]
     wheel = next(dist.glob("clew-*.whl"))
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -80,12 +83,15 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_the_wheel_ships_every_preset(installed):
+def test_the_wheel_ships_every_preset_and_template(installed):
     _, names = installed
-    for folder in ("agents", "train"):
+    for folder in ("agents", "train", "loop"):
         shipped = {Path(n).name for n in names if n.startswith(f"clew/configs/{folder}/")}
         expected = {p.name for p in (ROOT / "configs" / folder).glob("*.yaml")}
         assert expected and shipped == expected, folder
+    shipped = {Path(n).name for n in names if n.startswith("clew/reports/templates/")}
+    assert shipped == {p.name for p in (ROOT / "reports" / "templates").iterdir()}
+    assert not any(n.startswith("clew/configs/") and n.endswith(".py") for n in names)
 
 
 @pytest.mark.slow
