@@ -44,7 +44,8 @@ from clew.agents.base import EpisodeOrder
 from clew.agents.fitting import fit_messages
 from clew.agents.lm.base import ChatRequest, Completion, LanguageModel, Sampling
 from clew.agents.lm.calls import call
-from clew.agents.memory import ReflectionMemory, memory_key, text_hash
+from clew.agents.memory import ReflectionMemory, memory_key
+from clew.agents.memory_store import text_hash
 from clew.agents.options import ReflectionOptions
 from clew.agents.parsing import parse_free_text, record
 from clew.agents.prompts import (

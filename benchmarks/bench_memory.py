@@ -27,7 +27,8 @@ import time
 import zlib
 
 import numpy as np
-from clew.agents.memory import Embedder, MemoryView, ReflectionMemory
+from clew.agents.memory import MemoryView, ReflectionMemory
+from clew.agents.memory_store import Embedder
 
 DIM = 384
 

@@ -72,7 +72,7 @@ def logged_scores(run: Path, families: dict[str, str]
 
 def key_similarity(suite: str, n_tasks: int = 12, steps: int = 6) -> dict[str, dict]:
     """Cosine similarity between keys of states of different tasks, old and new key forms."""
-    from clew.agents.memory import Embedder
+    from clew.agents.memory_store import Embedder
     from clew.agents.prompts import short_task
     from clew.envs.registry import make_for
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from clew.agents.lm.openai_backend import OpenAIModel
 from clew.agents.lm.spec import ModelSpecError
-from clew.agents.memory import MemoryFormatError
+from clew.agents.memory_store import MemoryFormatError
 from clew.agents.options import OptionsError
 from clew.cli.demo import run_demo
 from clew.envs.suites import current_suite, get_suite, suite_builders

@@ -240,7 +240,7 @@ HOLD = textwrap.dedent("""
 
 
 def test_a_second_process_cannot_write_the_same_memory(tmp_path):
-    from clew.agents.memory import MemoryLockError
+    from clew.agents.memory_store import MemoryLockError
 
     path = str(tmp_path / "m")
     tests = os.path.dirname(__file__)

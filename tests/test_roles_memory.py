@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 import pytest
-from clew.agents.memory import Embedder, MemoryFormatError, ReflectionMemory
+from clew.agents.memory import ReflectionMemory
+from clew.agents.memory_store import Embedder, MemoryFormatError
 
 
 class AxisEmbedder:
