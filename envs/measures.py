@@ -33,6 +33,7 @@ them: the layering of docs/architecture.md lets every layer import ``envs``, and
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,6 +193,21 @@ def sample_efficiency(curve: Sequence[float], final: float, fraction: float = 0.
         if value >= fraction * final:
             return float(i)
     return math.nan
+
+
+# --- distances --------------------------------------------------------------------------------
+def distances(source: Hashable, neighbours: Callable[[Any], Iterable[Any]]) -> dict[Any, int]:
+    """Breadth-first path lengths from ``source`` to every node it reaches, ``neighbours(node)``
+    giving the next nodes in the order they are tried (the grid map's cells, the rooms' doors)."""
+    dist = {source: 0}
+    queue = deque([source])
+    while queue:
+        node = queue.popleft()
+        for nxt in neighbours(node):
+            if nxt not in dist:
+                dist[nxt] = dist[node] + 1
+                queue.append(nxt)
+    return dist
 
 
 # --- aggregation --------------------------------------------------------------------------------

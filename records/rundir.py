@@ -39,7 +39,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -58,29 +58,46 @@ def differing_fields(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return sorted(k for k in keys if a.get(k) != b.get(k))
 
 
+def first_of_each(items: Iterable[tuple[dict[str, Any], Any]],
+                  conflict: Callable[[str, Any, Any, list[str]], Exception]
+                  ) -> tuple[list[tuple[dict[str, Any], Any]], list[Any]]:
+    """Episode records (each with where it came from) without repeats: a record of an episode
+    already seen, equal to the first but for :data:`VOLATILE` fields, is dropped (its origin is
+    returned); one that differs raises ``conflict(key, first origin, its origin, fields)``. A
+    record without a string ``key`` is kept as it is."""
+    first: dict[str, tuple[dict[str, Any], Any]] = {}
+    kept, dropped = [], []
+    for rec, origin in items:
+        key = rec.get("key")
+        if isinstance(key, str) and key in first:
+            rec0, origin0 = first[key]
+            diff = differing_fields(rec0, rec)
+            if diff:
+                raise conflict(key, origin0, origin, diff)
+            dropped.append(origin)
+            continue
+        if isinstance(key, str):
+            first[key] = (rec, origin)
+        kept.append((rec, origin))
+    return kept, dropped
+
+
 def unique_episodes(numbered: list[tuple[int, Any]], file: Path
                     ) -> tuple[list[dict[str, Any]], list[int]]:
     """The records of ``numbered`` (line, record) without repeated episodes, and the line
     numbers dropped; see the module docstring."""
-    first: dict[str, tuple[int, dict[str, Any]]] = {}
-    kept, dropped = [], []
     for line, rec in numbered:
         if not isinstance(rec, dict):
             raise RecordError(f"{file}:{line}: not an episode record (a JSON object expected)")
-        key = rec.get("key")
-        if isinstance(key, str) and key in first:
-            line0, rec0 = first[key]
-            diff = differing_fields(rec0, rec)
-            if diff:
-                raise RecordError(
-                    f"{file}: episode {key!r} is recorded twice with different contents (lines "
-                    f"{line0} and {line}; fields: {', '.join(diff)}): two processes wrote this "
-                    f"run at once; keep one of the two lines and delete the other")
-            dropped.append(line)
-            continue
-        if isinstance(key, str):
-            first[key] = (line, rec)
-        kept.append(rec)
+
+    def conflict(key: str, line0: int, line: int, diff: list[str]) -> Exception:
+        return RecordError(
+            f"{file}: episode {key!r} is recorded twice with different contents (lines "
+            f"{line0} and {line}; fields: {', '.join(diff)}): two processes wrote this "
+            f"run at once; keep one of the two lines and delete the other")
+
+    pairs, dropped = first_of_each(((rec, line) for line, rec in numbered), conflict)
+    kept = [rec for rec, _ in pairs]
     if dropped:
         lines = ", ".join(map(str, dropped[:10])) + (" ..." if len(dropped) > 10 else "")
         print(f"warning: {file}: dropping {len(dropped)} duplicate episode record(s) (line(s) "

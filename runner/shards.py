@@ -38,7 +38,7 @@ from typing import Any
 from clew.envs.suites import resolve
 from clew.records import RunDir, atomic_write_text, dumps, read_jsonl
 from clew.records.lock import LOCK_NAME
-from clew.records.rundir import differing_fields
+from clew.records.rundir import first_of_each
 from clew.runner.episodes import episode_key
 from clew.runner.evaluate import RESUME_KEYS, comparable, finalize
 
@@ -110,25 +110,18 @@ def check_coverage(shards: list[Shard], allow_missing: bool) -> None:
 
 def dedupe(shards: list[Shard]) -> tuple[dict[str, tuple[dict[str, Any], Shard]], int]:
     """Episodes by key with the shard that holds them; identical duplicates counted."""
-    kept: dict[str, tuple[dict[str, Any], Shard]] = {}
-    dups = 0
     for shard in shards:
-        for rec in shard.episodes:
-            key = rec.get("key")
-            if not isinstance(key, str):
-                raise MergeError(f"{shard.run.episodes_file}: an episode record has no key")
-            if key in kept:
-                prev, src = kept[key]
-                diff = differing_fields(prev, rec)
-                if diff:
-                    raise MergeError(
-                        f"episode {key!r} is recorded differently in {src.run.path} and "
-                        f"{shard.run.path} (fields: {', '.join(diff)}); remove one of them and "
-                        f"merge again")
-                dups += 1
-                continue
-            kept[key] = (rec, shard)
-    return kept, dups
+        if any(not isinstance(rec.get("key"), str) for rec in shard.episodes):
+            raise MergeError(f"{shard.run.episodes_file}: an episode record has no key")
+
+    def conflict(key: str, src: Shard, shard: Shard, diff: list[str]) -> Exception:
+        return MergeError(f"episode {key!r} is recorded differently in {src.run.path} and "
+                          f"{shard.run.path} (fields: {', '.join(diff)}); remove one of them and "
+                          f"merge again")
+
+    kept, dropped = first_of_each(((rec, shard) for shard in shards for rec in shard.episodes),
+                                  conflict)
+    return {rec["key"]: (rec, shard) for rec, shard in kept}, len(dropped)
 
 
 def _key_order(config: dict[str, Any]) -> dict[str, int] | None:

@@ -45,9 +45,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from clew.search.algorithm import Configured, SearchConfig, SearchResult, search_rng
+from clew.search.algorithm import Configured, SearchConfig, SearchHooks, SearchResult, search_rng
 from clew.search.nodes import (
-    SearchHooks,
     evaluate_node,
     expand_node,
     may_stop_early,

@@ -33,9 +33,8 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from clew.search.algorithm import Configured, SearchConfig, SearchResult, search_rng
+from clew.search.algorithm import Configured, SearchConfig, SearchHooks, SearchResult, search_rng
 from clew.search.nodes import (
-    SearchHooks,
     evaluate_node,
     expand_node,
     follow,

@@ -36,16 +36,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Literal, Protocol
 
-from clew.search.algorithm import Configured, SearchConfig, SearchResult
-from clew.search.nodes import (
-    SearchHooks,
-    evaluate_node,
-    expand_node,
-    may_stop_early,
-    planning,
-    replay,
-    step_edge,
-)
+from clew.search import nodes
+from clew.search.algorithm import Configured, SearchConfig, SearchHooks, SearchResult
 from clew.search.tree import Edge
 
 ROOT_PRIORITY = 0.5    # priority of the root's edges, whose parent (the root) is never valued
@@ -136,7 +128,7 @@ async def frontier_search(hooks: SearchHooks, root_obs: str | None, cfg: Frontie
     """Pop, step, evaluate, push until a budget is spent (see the module docstring)."""
     best_score, best_edge = None, None
     # one pop at a time: each pop is a wave of its own
-    async with planning(hooks, root_obs, cfg, clock, wave_size=1) as plan:
+    async with nodes.planning(hooks, root_obs, cfg, clock, wave_size=1) as plan:
         tree = plan.tree
         frontier.push(list(tree.root.edges), ROOT_PRIORITY)
         while frontier and (stop := plan.spent()) is None:
@@ -145,15 +137,15 @@ async def frontier_search(hooks: SearchHooks, root_obs: str | None, cfg: Frontie
             tree.counters["simulations"] += 1
             path = edge.parent.path_edges()
             if not edge.is_none:
-                replay(hooks, path)
-            child = step_edge(tree, edge.parent, edge, hooks, cfg)
+                nodes.replay(hooks, path)
+            child = nodes.step_edge(tree, edge.parent, edge, hooks, cfg)
             if not child.needs_eval:
                 score = child.value
             elif child.terminal_reason == "stop" and cfg.stop_eval == "code":
                 child.needs_eval = False
                 score = -priority
             else:
-                score = await evaluate_node(tree, child, hooks)
+                score = await nodes.evaluate_node(tree, child, hooks)
                 if score is None:           # unknown: the parent's estimate (the priority)
                     score = priority
                     child.info["backed_up_estimate"] = score
@@ -163,13 +155,13 @@ async def frontier_search(hooks: SearchHooks, root_obs: str | None, cfg: Frontie
             tree.add_traversal(path + [edge])
             if best_score is None or score > best_score:
                 best_score, best_edge = score, edge
-            top = may_stop_early(child, score, cfg) if child.needs_eval else \
+            top = nodes.may_stop_early(child, score, cfg) if child.needs_eval else \
                 score >= cfg.early_stop_value
             if top and not edge.is_none:
                 tree.counters["stopped_by"] = "value_one"
                 break
             if not child.terminal:
-                await expand_node(tree, child, hooks, cfg)
+                await nodes.expand_node(tree, child, hooks, cfg)
                 frontier.push(list(child.edges), score)
         else:
             tree.counters["stopped_by"] = "frontier_empty" if not frontier else stop

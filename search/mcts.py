@@ -48,9 +48,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from clew.search.algorithm import Configured, SearchConfig, SearchResult
+from clew.search.algorithm import Configured, SearchConfig, SearchHooks, SearchResult
 from clew.search.nodes import (
-    SearchHooks,
     add_edges,
     cancel_all,
     follow,

@@ -279,3 +279,15 @@ def peft_config(cfg: TrainConfig):
 
     return LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
                       target_modules=cfg.lora.target_modules, task_type="CAUSAL_LM")
+
+
+def make_trainer(cfg: TrainConfig, trainer_cls: type, args: Any, dataset: Any):
+    """``trainer_cls`` (a TRL trainer) on ``cfg``'s base model with its tokenizer and, for LoRA,
+    its adapter settings; the trainer, the tokenizer and the base model's path."""
+    from transformers import AutoTokenizer
+
+    base = resolve_model(cfg.model)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    trainer = trainer_cls(model=base, args=args, train_dataset=dataset,
+                          processing_class=tokenizer, peft_config=peft_config(cfg))
+    return trainer, tokenizer, base

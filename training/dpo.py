@@ -19,14 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from clew.training.config import (
-    TrainConfig,
-    TrainError,
-    peft_config,
-    resolve_model,
-    trainer_args,
-    trl_config,
-)
+from clew.training.config import TrainConfig, TrainError, make_trainer, trainer_args, trl_config
 from clew.training.preferences import load_preference_dataset
 
 
@@ -48,15 +41,10 @@ def dpo_config(cfg: TrainConfig):
 def build_dpo_trainer(cfg: TrainConfig):
     """The configured ``DPOTrainer``, its tokenizer, the base model path and 0 (every pair is a
     target; the count mirrors SFT's rows without a target)."""
-    from transformers import AutoTokenizer
     from trl import DPOTrainer
 
-    base = resolve_model(cfg.model)
     args = dpo_config(cfg)
     dataset = load_preference_dataset(cfg.data)
     if cfg.limit is not None:
         dataset = dataset.select(range(min(cfg.limit, len(dataset))))
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    trainer = DPOTrainer(model=base, args=args, train_dataset=dataset,
-                         processing_class=tokenizer, peft_config=peft_config(cfg))
-    return trainer, tokenizer, base, 0
+    return (*make_trainer(cfg, DPOTrainer, args, dataset), 0)

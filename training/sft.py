@@ -30,8 +30,7 @@ from clew.training.config import (
     SFT_DEFAULTS,
     TrainConfig,
     TrainError,
-    peft_config,
-    resolve_model,
+    make_trainer,
     trainer_args,
     trl_config,
 )
@@ -195,14 +194,8 @@ def sampled(trainer_cls: type, by_env: bool) -> type:
 def build_sft_trainer(cfg: TrainConfig):
     """The configured TRL ``SFTTrainer`` (data prepared, masks built), its tokenizer, the base
     model path and the number of rows without a target."""
-    from transformers import AutoTokenizer
     from trl import SFTTrainer
 
-    base = resolve_model(cfg.model)
     args = sft_config(cfg)
     dataset, empty = prepare_dataset(cfg)
-    tokenizer = AutoTokenizer.from_pretrained(base)
-    trainer = sampled(SFTTrainer, cfg.batch_by_env)(
-        model=base, args=args, train_dataset=dataset, processing_class=tokenizer,
-        peft_config=peft_config(cfg))
-    return trainer, tokenizer, base, empty
+    return (*make_trainer(cfg, sampled(SFTTrainer, cfg.batch_by_env), args, dataset), empty)

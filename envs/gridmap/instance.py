@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
+
+from clew.envs.measures import distances
 
 Cell = tuple[int, int]
 
@@ -79,17 +80,8 @@ class Distances:
 
 def bfs(cells: frozenset[Cell] | set[Cell], src: Cell) -> dict[Cell, int]:
     """Shortest 4-neighbour path lengths from ``src`` to every cell of ``cells`` it reaches."""
-    dist = {src: 0}
-    queue = deque([src])
-    while queue:
-        c = queue.popleft()
-        d = dist[c] + 1
-        for dx, dy in DIRECTIONS.values():
-            n = (c[0] + dx, c[1] + dy)
-            if n in cells and n not in dist:
-                dist[n] = d
-                queue.append(n)
-    return dist
+    return distances(src, lambda c: [n for dx, dy in DIRECTIONS.values()
+                                     if (n := (c[0] + dx, c[1] + dy)) in cells])
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,7 @@ from clew.envs.base import Task
 from clew.envs.oracle_search import prompts
 from clew.envs.oracle_search.protocol import (
     OracleSearchEnv,
-    as_number,
-    check_variant,
-    find_query,
-    last_match,
-    strip_fences,
+    read_number,
 )
 
 LO, HI = 0.0, 10.0
@@ -241,19 +237,11 @@ class HillSearchEnv(OracleSearchEnv):
         return {"optimum": self._opt[1], "argmax": self._opt[0], "hills": self.hills,
                 "denominator": self.denominator}
 
-    def instructions(self, variant: str = "default") -> str:
-        check_variant(variant)
+    answer_text = prompts.HILL_ANSWER
+    help_text = prompts.HILL_HELP
+
+    def system_prompt(self) -> str:
         return prompts.hill_system()
-
-    def task_description(self, variant: str = "default") -> str:
-        check_variant(variant)
-        return prompts.task_part(prompts.hill_system())
-
-    def answer_format(self) -> str:
-        return prompts.HILL_ANSWER
-
-    def action_help(self) -> str:
-        return prompts.HILL_HELP
 
     def response_schema(self) -> dict[str, Any]:
         return prompts.hill_schema()
@@ -262,22 +250,8 @@ class HillSearchEnv(OracleSearchEnv):
         return prompts.hill_first(self.n_queries)
 
     def _parse(self, text: str) -> tuple[float | None, str | None]:
-        text = strip_fences(text)
-        q = find_query(text, lambda o: "x" in o)
-        if q is not None:
-            if "x" not in q:
-                return None, "the query object must contain the key \"x\""
-            x = as_number(q["x"])
-            if x is None:
-                return None, f"x must be a finite number, got {q['x']!r}"
-            return x, None
-        m = last_match(_X, text)
-        if m is None:
-            m = re.fullmatch(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*", text)
-        if m is None:
-            return None, ('could not read a query; answer with {"reason": "...", '
-                          '"query": {"x": <number between 0 and 10>}}')
-        return float(m.group(1)), None
+        return read_number(text, "x", _X, r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*",
+                           "<number between 0 and 10>")
 
     def _validate(self, x: float) -> str | None:
         if not LO <= x <= HI:

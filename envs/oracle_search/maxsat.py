@@ -26,8 +26,9 @@ from clew.envs.base import Task
 from clew.envs.oracle_search import prompts
 from clew.envs.oracle_search.protocol import (
     OracleSearchEnv,
-    check_variant,
     find_query,
+    finish_task,
+    generator_config,
     last_match,
     strip_fences,
 )
@@ -74,20 +75,7 @@ def score(bits: str | list[int], clauses: list[Clause], weights: list[int]) -> i
 def generate_task(params: dict[str, Any], seed: int = 0) -> Task:
     """MaxSatSearch task. ``params``: ``n, m, k_gold, k_other, w_gold, budget`` (defaults:
     M-main) or ``instance`` (``M-main``, ``M-alt1..3``); ``id``/``split`` name it."""
-    p = dict(params)
-    task_id, split = str(p.pop("id", "")), str(p.pop("split", "test"))
-    known = set(DEFAULTS) | {"instance", "protocol"}
-    unknown = set(p) - known
-    if unknown:
-        raise ValueError(f"maxsatsearch generator: unknown parameter(s) {sorted(unknown)}; "
-                         f"known: {sorted(known)}")
-    cfg = dict(DEFAULTS)
-    if "instance" in p:
-        if p["instance"] not in FIXED:
-            raise ValueError(f"maxsatsearch: unknown instance {p['instance']!r}; "
-                             f"known: {sorted(FIXED)}")
-        cfg.update(FIXED[p["instance"]])
-    cfg.update({k: v for k, v in p.items() if k not in ("instance", "protocol")})
+    cfg, p, task_id, split = generator_config("maxsatsearch", params, DEFAULTS, FIXED)
     for name in DEFAULTS:
         v = cfg[name]
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -99,14 +87,8 @@ def generate_task(params: dict[str, Any], seed: int = 0) -> Task:
         raise ValueError(f"maxsatsearch: w_gold ({wg}) exceeds m ({m})")
     if m > wg and ko > n - kg:
         raise ValueError(f"maxsatsearch: k_other ({ko}) exceeds the {n - kg} non-gold variables")
-    out: dict[str, Any] = {**build_formula(n, m, kg, ko, wg, random.Random(seed)),
-                           "budget": cfg["budget"],
-                           "generator": {k: cfg[k] for k in DEFAULTS if k != "budget"}}
-    if "instance" in p:
-        out["instance"] = p["instance"]
-    if "protocol" in p:
-        out["protocol"] = p["protocol"]
-    return Task(env="maxsatsearch", params=out, seed=seed, id=task_id, split=split)
+    return finish_task("maxsatsearch", build_formula(n, m, kg, ko, wg, random.Random(seed)), p,
+                       cfg, DEFAULTS, seed, task_id, split)
 
 
 class MaxSatSearchEnv(OracleSearchEnv):
@@ -158,14 +140,10 @@ class MaxSatSearchEnv(OracleSearchEnv):
         return {"optimum": self._opt, "planted": self.task.params.get("planted"),
                 "gold": self.task.params.get("gold")}
 
-    def instructions(self, variant: str = "default") -> str:
-        check_variant(variant)
+    def system_prompt(self) -> str:
         if self.task is None:
             raise ValueError("maxsatsearch: instructions name n and m of the task; reset first")
         return prompts.maxsat_system(self.n, self.m, self.max_literals)
-
-    def task_description(self, variant: str = "default") -> str:
-        return prompts.task_part(self.instructions(variant))
 
     def answer_format(self) -> str:
         return prompts.maxsat_answer(self.n)

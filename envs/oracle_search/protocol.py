@@ -236,6 +236,29 @@ class OracleSearchEnv(Env):
         (TreeSearch: a known node). Hill and MaxSat repeats are valid queries, so False."""
         return False
 
+    # --- texts: the family's own prompts (:mod:`.prompts`) -----------------------------------
+    #: how one query is written, and the query grammar (families whose texts depend on the task
+    #: override :meth:`answer_format` / :meth:`action_help` instead)
+    answer_text: ClassVar[str] = ""
+    help_text: ClassVar[str] = ""
+
+    def system_prompt(self) -> str:  # pragma: no cover - abstract
+        """The family's system prompt (task, protocol and reply format)."""
+        raise NotImplementedError
+
+    def instructions(self, variant: str = "default") -> str:
+        check_variant(variant)
+        return self.system_prompt()
+
+    def task_description(self, variant: str = "default") -> str:
+        return prompts.task_part(self.instructions(variant))
+
+    def answer_format(self) -> str:
+        return self.answer_text
+
+    def action_help(self) -> str:
+        return self.help_text
+
     def response_schema(self) -> dict[str, Any]:  # pragma: no cover - abstract
         """The docs/methods/envs.md#query-protocol JSON schema for structured output."""
         raise NotImplementedError
@@ -327,3 +350,63 @@ def _nonneg_int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{where} must be a non-negative integer, got {value!r}")
     return value
+
+
+def generator_config(env: str, params: dict[str, Any], defaults: dict[str, Any],
+                     fixed: dict[str, dict[str, Any]]
+                     ) -> tuple[dict[str, Any], dict[str, Any], str, str]:
+    """A generator's settings from its ``params``: ``defaults``, then the named fixed
+    ``instance``'s values, then the given ones; with the given parameters, the task id and the
+    split. A name the generator does not know, or an unknown instance, is an error naming it."""
+    given = dict(params)
+    task_id, split = str(given.pop("id", "")), str(given.pop("split", "test"))
+    known = set(defaults) | {"instance", "protocol"}
+    unknown = set(given) - known
+    if unknown:
+        raise ValueError(f"{env} generator: unknown parameter(s) {sorted(unknown)}; "
+                         f"known: {sorted(known)}")
+    cfg = dict(defaults)
+    if "instance" in given:
+        if given["instance"] not in fixed:
+            raise ValueError(f"{env}: unknown instance {given['instance']!r}; "
+                             f"known: {sorted(fixed)}")
+        cfg.update(fixed[given["instance"]])
+    cfg.update({k: v for k, v in given.items() if k not in ("instance", "protocol")})
+    return cfg, given, task_id, split
+
+
+def read_number(text: str, key: str, labelled: re.Pattern[str], bare: str, example: str,
+                integer: bool = False) -> tuple[float | int | None, str | None]:
+    """A query that is one number, from a reply: the query object's ``key``, else the last
+    ``labelled`` match (``key=...``), else the whole reply as a ``bare`` number; ``(None, what
+    went wrong)`` otherwise, the message saying how to write one (``example``)."""
+    text = strip_fences(text)
+    q = find_query(text, lambda o: key in o)
+    if q is not None:
+        if key not in q:
+            return None, f"the query object must contain the key \"{key}\""
+        x = as_number(q[key])
+        if integer:
+            if x is None or not float(x).is_integer():
+                return None, f"{key} must be an integer id, got {q[key]!r}"
+            return int(x), None
+        if x is None:
+            return None, f"{key} must be a finite number, got {q[key]!r}"
+        return x, None
+    m = last_match(labelled, text) or re.fullmatch(bare, text)
+    if m is None:
+        return None, ('could not read a query; answer with {"reason": "...", '
+                      f'"query": {{"{key}": {example}}}}}')
+    return (int if integer else float)(m.group(1)), None
+
+
+def finish_task(env: str, params: dict[str, Any], given: dict[str, Any], cfg: dict[str, Any],
+                defaults: dict[str, Any], seed: int, task_id: str, split: str) -> Task:
+    """A generated task: its instance ``params`` with the budget, the generator settings that
+    made it, and the fixed instance and protocol it was asked for (:func:`generator_config`)."""
+    out: dict[str, Any] = {**params, "budget": cfg["budget"],
+                           "generator": {k: cfg[k] for k in defaults if k != "budget"}}
+    for key in ("instance", "protocol"):
+        if key in given:
+            out[key] = given[key]
+    return Task(env=env, params=out, seed=seed, id=task_id, split=split)

@@ -150,24 +150,28 @@ ADDITIONAL = {1: {"hill": ["H-E3"], "tree": ["T-alt1", "T-alt2"],
                   "maxsat": ["M-alt1", "M-alt2", "M-alt3"]}}
 
 
-def _main(name: str, version: int) -> Suite:
-    hill_name = MAIN[version]["hill"][0]
+def _fixed(name: str, version: int, sets: dict[int, dict[str, list[str]]], seeds: range,
+           what: str, sources: tuple[str, str]) -> Suite:
+    """The paper's fixed instances of ``sets[version]`` (test), with general-set tasks of
+    ``seeds`` to search on (train); ``what`` names them (``{hill}``: the Hill instance),
+    ``sources`` says where version 1 and later versions come from in the paper."""
+    hill = sets[version]["hill"][0]
     return Suite(
         name, version,
-        {"train": e4_tasks(range(20000, 20010), "train", BUDGETS, "train"),
-         "test": fixed_tasks(MAIN[version])},
-        f"docs/methods/envs.md#oracle-search-tasks main instances ({hill_name}, T-main, M-main) at the paper's budgets"
-        + (" (paper Table 1)" if version >= 2 else " (v1: Hill instance of Table 7)"))
+        {"train": e4_tasks(seeds, "train", BUDGETS, "train"), "test": fixed_tasks(sets[version])},
+        f"docs/methods/envs.md#oracle-search-tasks {what.format(hill=hill)} at the paper's budgets"
+        + sources[version >= 2])
+
+
+def _main(name: str, version: int) -> Suite:
+    return _fixed(name, version, MAIN, range(20000, 20010), "main instances ({hill}, T-main, M-main)",
+                  (" (v1: Hill instance of Table 7)", " (paper Table 1)"))
 
 
 def _additional(name: str, version: int) -> Suite:
-    hill_name = ADDITIONAL[version]["hill"][0]
-    return Suite(
-        name, version,
-        {"train": e4_tasks(range(30000, 30010), "train", BUDGETS, "train"),
-         "test": fixed_tasks(ADDITIONAL[version])},
-        f"docs/methods/envs.md#oracle-search-tasks additional instances (E.3; Hill {hill_name}) at the paper's budgets"
-        + (" (paper Tables 7-12)" if version >= 2 else " (v1: Hill instance of Table 1)"))
+    return _fixed(name, version, ADDITIONAL, range(30000, 30010),
+                  "additional instances (E.3; Hill {hill})",
+                  (" (v1: Hill instance of Table 1)", " (paper Tables 7-12)"))
 
 
 def paper_003_main() -> Suite:

@@ -29,11 +29,9 @@ from clew.envs.base import Task
 from clew.envs.oracle_search import prompts
 from clew.envs.oracle_search.protocol import (
     OracleSearchEnv,
-    as_number,
-    check_variant,
-    find_query,
-    last_match,
-    strip_fences,
+    finish_task,
+    generator_config,
+    read_number,
 )
 
 #: generator defaults: the main instance T-main (B.2) and the paper's value schedule
@@ -108,20 +106,7 @@ def node_count(cfg: dict[str, Any]) -> int:
 def generate_task(params: dict[str, Any], seed: int = 0) -> Task:
     """TreeSearch task. ``params``: any of ``DEFAULTS`` (budget included), or ``instance``
     (``T-main``/``T-alt1``/``T-alt2``) for the paper's parameters; ``id``/``split`` name it."""
-    p = dict(params)
-    task_id, split = str(p.pop("id", "")), str(p.pop("split", "test"))
-    known = set(DEFAULTS) | {"instance", "protocol"}
-    unknown = set(p) - known
-    if unknown:
-        raise ValueError(f"treesearch generator: unknown parameter(s) {sorted(unknown)}; "
-                         f"known: {sorted(known)}")
-    cfg = dict(DEFAULTS)
-    if "instance" in p:
-        if p["instance"] not in FIXED:
-            raise ValueError(f"treesearch: unknown instance {p['instance']!r}; "
-                             f"known: {sorted(FIXED)}")
-        cfg.update(FIXED[p["instance"]])
-    cfg.update({k: v for k, v in p.items() if k not in ("instance", "protocol")})
+    cfg, p, task_id, split = generator_config("treesearch", params, DEFAULTS, FIXED)
     for name in DEFAULTS:
         v = cfg[name]
         if isinstance(v, bool) or not isinstance(v, int):
@@ -138,14 +123,8 @@ def generate_task(params: dict[str, Any], seed: int = 0) -> Task:
         if cfg[f"d_{kind}"] + cfg[f"{kind}_len_offset"] < 1:
             raise ValueError(f"treesearch: {kind} chains need length >= 1 "
                              f"(d_{kind} + {kind}_len_offset)")
-    tree = build_tree(cfg, random.Random(seed))
-    out: dict[str, Any] = {**tree, "budget": cfg["budget"],
-                           "generator": {k: cfg[k] for k in DEFAULTS if k != "budget"}}
-    if "instance" in p:
-        out["instance"] = p["instance"]
-    if "protocol" in p:
-        out["protocol"] = p["protocol"]
-    return Task(env="treesearch", params=out, seed=seed, id=task_id, split=split)
+    return finish_task("treesearch", build_tree(cfg, random.Random(seed)), p, cfg, DEFAULTS, seed,
+                       task_id, split)
 
 
 class TreeSearchEnv(OracleSearchEnv):
@@ -230,19 +209,11 @@ class TreeSearchEnv(OracleSearchEnv):
         return [f"node={v}" for v in self.frontier()] if not self.done else []
 
     # --- texts ---------------------------------------------------------------------------
-    def instructions(self, variant: str = "default") -> str:
-        check_variant(variant)
+    answer_text = prompts.TREE_ANSWER
+    help_text = prompts.TREE_HELP
+
+    def system_prompt(self) -> str:
         return prompts.tree_system()
-
-    def task_description(self, variant: str = "default") -> str:
-        check_variant(variant)
-        return prompts.task_part(prompts.tree_system())
-
-    def answer_format(self) -> str:
-        return prompts.TREE_ANSWER
-
-    def action_help(self) -> str:
-        return prompts.TREE_HELP
 
     def response_schema(self) -> dict[str, Any]:
         return prompts.tree_schema()
@@ -298,22 +269,7 @@ class TreeSearchEnv(OracleSearchEnv):
 
     # --- queries -------------------------------------------------------------------------
     def _parse(self, text: str) -> tuple[int | None, str | None]:
-        text = strip_fences(text)
-        q = find_query(text, lambda o: "node" in o)
-        if q is not None:
-            if "node" not in q:
-                return None, "the query object must contain the key \"node\""
-            x = as_number(q["node"])
-            if x is None or not float(x).is_integer():
-                return None, f"node must be an integer id, got {q['node']!r}"
-            return int(x), None
-        m = last_match(_NODE, text)
-        if m is None:
-            m = re.fullmatch(r"\s*(-?\d+)\s*", text)
-        if m is None:
-            return None, ('could not read a query; answer with {"reason": "...", '
-                          '"query": {"node": <id>}}')
-        return int(m.group(1)), None
+        return read_number(text, "node", _NODE, r"\s*(-?\d+)\s*", "<id>", integer=True)
 
     def _validate(self, node: int) -> str | None:
         if not 0 <= node < len(self.parent):

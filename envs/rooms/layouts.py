@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from math import comb
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from clew.envs.rooms.colours import COLOURS
 from clew.envs.rooms.solver import bfs, layout_best_route
@@ -49,24 +49,28 @@ WALLS = ("north", "east", "south", "west")  # canonical door order in a room (do
 
 
 @dataclass(frozen=True)
-class Door:
+class Thing:
+    """A door or a ball, named by its colour; ``text`` is how observations and actions name it."""
+
     name: str
-    rooms: tuple[int, int]  # the two rooms it joins, smaller index first
+    kind: ClassVar[str] = ""
 
     @property
     def text(self) -> str:
-        return f"{self.name} door"
+        return f"{self.name} {self.kind}"
 
 
 @dataclass(frozen=True)
-class Ball:
-    name: str
+class Door(Thing):
+    rooms: tuple[int, int]  # the two rooms it joins, smaller index first
+    kind: ClassVar[str] = "door"
+
+
+@dataclass(frozen=True)
+class Ball(Thing):
     room: int
     reward: int
-
-    @property
-    def text(self) -> str:
-        return f"{self.name} ball"
+    kind: ClassVar[str] = "ball"
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,12 @@ The generic solver for any deterministic budgeted MDP (docs/methods/metric-optim
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import permutations
 from typing import Protocol
+
+from clew.envs.measures import distances
 
 
 class Move(Protocol):
@@ -61,15 +62,7 @@ class Layout(Protocol):
 
 def bfs(adjacency: dict[int, set[int]] | dict[int, list[int]], source: int) -> dict[int, int]:
     """Shortest door distances from ``source`` over ``adjacency`` (unreachable rooms absent)."""
-    dist = {source: 0}
-    queue = deque([source])
-    while queue:
-        u = queue.popleft()
-        for v in sorted(adjacency.get(u, ())):
-            if v not in dist:
-                dist[v] = dist[u] + 1
-                queue.append(v)
-    return dist
+    return distances(source, lambda room: sorted(adjacency.get(room, ())))
 
 
 @dataclass(frozen=True)
