@@ -1,4 +1,4 @@
-"""Citations stay inside the repository (issue 10): code and docs cite the repo's own pages
+"""Citations stay inside the repository: code and docs cite the repo's own pages
 (docs/architecture.md, docs/methods/*.md, ...), never the design notes or specs the project was
 written from, and every ``docs/<page>.md#anchor`` they cite names an existing heading."""
 
@@ -60,3 +60,20 @@ def test_the_anchor_rule_matches_githubs():
     assert anchor("Free and charged simulation") == "free-and-charged-simulation"
     assert anchor("vLLM's CPU build: what the tests rely on") == "vllms-cpu-build-what-the-tests-rely-on"
     assert anchor("Grid map with task DAG") == "grid-map-with-task-dag"
+
+
+#: where the package's code lives (pyproject.toml's package map), benchmarks beside it
+CODE = ("envs", "agents", "search", "training", "metrics", "runner", "reports", "loop", "cli",
+        "records", "benchmarks")
+#: what points outside the repository from code: an issue number, a spec's decision code (the
+#: grid-map spec's D1..D31, TextMiniGrid's A1..A30) or section sign
+POINTS_OUT = re.compile(r"\b[Ii]ssues? #?\d|\b[DA]\d{1,2}\b|§")
+
+
+def test_code_cites_no_issue_numbers_or_spec_codes():
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for part in CODE for path in sorted((ROOT / part).rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if POINTS_OUT.search(line)]
+    assert not found, "\n".join(found)
+    assert POINTS_OUT.search("decisions D13–D18") and POINTS_OUT.search("(issue 7)")
