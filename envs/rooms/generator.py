@@ -89,8 +89,9 @@ VERSIONS: dict[int, dict[str, Any]] = {
 #: version 3's test layouts are typical of their family: the mean exploration gap and coverage
 #: that TYPICAL_WALKS random walks leave on a test layout lie within TYPICAL_WINDOW of the
 #: family's means at its size (exploration gap, coverage), measured over 120 layouts per size
-#: (seeds 50000.. and 80000.., 10 walks each; docs/methods/instances.md)
-FAMILY_WALK = {4: (0.16, 0.785), 5: (0.33, 0.69), 7: (0.45, 0.55)}
+#: (seeds 50000.. and 80000.., 10 walks each: ``python benchmarks/instances_stats.py --part
+#: rooms-typical``; docs/methods/instances.md)
+FAMILY_WALK = {4: (0.16, 0.78), 5: (0.33, 0.69), 7: (0.45, 0.55)}
 TYPICAL_WINDOW = (0.05, 0.04)
 TYPICAL_WALKS = 20
 ID_PREFIX = {1: "", 2: "v2-", 3: "v3-"}
