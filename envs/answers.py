@@ -60,12 +60,14 @@ _LATEX_MATH = re.compile(r"\$\$?[ \t]*([^$\n]{1,60}?)[ \t]*\$\$?"
 
 # Direction words in another sense. Each alternative matches the phrase whose direction word is
 # not a direction; they are blanked before a prose fallback looks for direction words.
-_COUNTED = r"(?:steps?|moves?|turns?|actions?|options?|tries|attempts?|queries|nodes?|states?)"
+_COUNTED = r"steps?|moves?|turns?|actions?|options?|tries|attempts?|queries|nodes?|states?"
+_PAIRED = r"(?!\s*(?:or|and|nor|/|,)\s*(?:right|up|down)\b)"  # "any move left or right"
 _OTHER_SENSE = re.compile(
     # left = remaining or departed: "nothing (else) left", "3 moves left", "I left the room"
     r"\b(?:nothing|anything|something|everything|none|little|much|what|what's|whats|few|"
-    r"many|some|any|no|one|two|three)\s+(?:\w+\s+)?left\b"
-    rf"|\b\d+\s+(?:more\s+)?{_COUNTED}\s+left\b"
+    rf"many|some|any|no|one|two|three)\s+(?:(?:else|more|is|are|was|{_COUNTED})\s+){{0,2}}"
+    rf"left\b{_PAIRED}"
+    rf"|\b\d+\s+(?:more\s+)?(?:{_COUNTED})\s+left\b"
     r"|\b(?:i|we|they|he|she|i've|we've|have|has|had)\s+(?:just\s+|already\s+|still\s+)?"
     r"left\b(?!\s+(?:of|side|cell|door|wall|edge|corner|neighbou?r|one)\b)"
     r"|\bleft\s+(?:over|behind|unexplored|unvisited|untried|untouched|alone|off)\b"

@@ -126,6 +126,7 @@ def test_legal_actions_are_the_admissible_moves():
     ("I'll pick up the pace.", None), ("Right now I am unsure.", None),
     ("Nothing is left here, so I will go down.", "down"), ("The best move is left.", "left"),
     ("Move to the right.", "right"), (r"$\boxed{\text{up}}$", "up"),
+    ("No more steps left.", None), ("Is there any move left?", None),
 ])
 def test_parse_messy_output(text, want):
     assert parse_direction(text) == want
