@@ -35,6 +35,12 @@ class Suite:
 
 # name -> "module:builder" with builder() -> Suite
 SUITES: dict[str, str] = {
+    "rooms-v3": "clew.envs.rooms.suites:rooms_v3",
+    "rooms-v3-4x4": "clew.envs.rooms.suites:rooms_v3_4x4",
+    "rooms-v3-5x5": "clew.envs.rooms.suites:rooms_v3_5x5",
+    "rooms-v3-7x7": "clew.envs.rooms.suites:rooms_v3_7x7",
+    "rooms-v3-7x7-exploit": "clew.envs.rooms.suites:rooms_v3_7x7_exploit",
+    "rooms-v3-7x7-explore": "clew.envs.rooms.suites:rooms_v3_7x7_explore",
     "rooms-v2": "clew.envs.rooms.suites:rooms_v2",
     "rooms-v2-4x4": "clew.envs.rooms.suites:rooms_v2_4x4",
     "rooms-v2-5x5": "clew.envs.rooms.suites:rooms_v2_5x5",
@@ -79,6 +85,12 @@ SUPERSEDED_BY: dict[str, str] = {
     "rooms-7x7": "rooms-v2-7x7",
     "rooms-7x7-exploit": "rooms-v2-7x7-exploit",
     "rooms-7x7-explore": "rooms-v2-7x7-explore",
+    "rooms-v2": "rooms-v3",
+    "rooms-v2-4x4": "rooms-v3-4x4",
+    "rooms-v2-5x5": "rooms-v3-5x5",
+    "rooms-v2-7x7": "rooms-v3-7x7",
+    "rooms-v2-7x7-exploit": "rooms-v3-7x7-exploit",
+    "rooms-v2-7x7-explore": "rooms-v3-7x7-explore",
     "exploration-v1": "exploration-v2",
     "paper-003-main-v1": "paper-003-main",
     "paper-003-additional-v1": "paper-003-additional",

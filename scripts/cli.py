@@ -177,10 +177,12 @@ def _eval_config(args: argparse.Namespace):
 def cmd_eval(args: argparse.Namespace) -> int:
     from clew.eval.evaluate import MAX_TASK_ROWS, default_out, evaluate
     from clew.eval.summary import summary_table
+    from clew.scripts.model_check import check_agent_models
 
     cfg = _eval_config(args)
     if args.command == "search":
         _check_search_agent(cfg.agent, cfg.agent_options)
+    check_agent_models(cfg.agent, cfg.agent_options)
     _RUN["path"] = cfg.out or default_out(cfg)
     run, agg = evaluate(cfg)
     print(summary_table([(run.path.name, agg)]), end="")

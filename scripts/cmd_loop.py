@@ -28,12 +28,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="config overrides, e.g. rounds=2 limit_test=1 train.max_steps=50")
 
 
+def check_loop_models(cfg) -> None:
+    """Every model the loop names, before its first stage: the agents' (a ``{el}`` / ``{il}``
+    model of a later round is not there yet) and the base model it trains."""
+    from pathlib import Path
+
+    from clew.eval.loop import fill, train_config
+    from clew.scripts.model_check import check_agent_models, check_base_model
+
+    out = {"out": cfg.out}
+    agents = [("search", cfg.search), ("next_search", cfg.next_search)]
+    agents += [(f"baselines.{i}", a) for i, a in enumerate(cfg.baselines)]
+    agents += [(f"round_agents.{i}", a) for i, a in enumerate(cfg.round_agents)]
+    for field, spec in agents:
+        if spec is not None:
+            check_agent_models(spec.agent, fill(spec.agent_options, out),
+                               f"{field}.agent_options")
+    check_base_model(str(train_config(cfg, Path("-"), Path("-"), Path(cfg.out)).model),
+                     "train.model")
+
+
 def run(args: argparse.Namespace) -> int:
     from clew.eval.config import load_config
     from clew.eval.loop import LoopConfig, run_loop
 
     base = {"out": args.out} if args.out else None
     cfg = load_config(LoopConfig, args.config, list(args.overrides), base=base, presets="loop")
+    check_loop_models(cfg)
     loop = run_loop(cfg, resume=args.resume, say=lambda s: print(f"[loop] {s}", flush=True),
                     html=not args.no_html)
     print()

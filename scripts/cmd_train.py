@@ -36,12 +36,22 @@ def config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from clew.scripts.model_check import check_base_model
+
     if args.merge_only:
+        from pathlib import Path
+
+        from clew.agents.lm.spec import ModelSpecError
         from clew.eval.config import ConfigError
         from clew.training.merge import merge_adapter
 
         if not args.output_dir:
             raise ConfigError("--merge-only needs --out DIR for the merged model")
+        if not (Path(args.merge_only) / "adapter_config.json").exists():
+            raise ModelSpecError(f"--merge-only: {args.merge_only} is not a LoRA adapter folder "
+                                 f"(no adapter_config.json)")
+        if args.model:
+            check_base_model(args.model, "--model")
         out = merge_adapter(args.merge_only, args.output_dir,
                             base=args.model.removeprefix("hf:") if args.model else None)
         print(f"merged model written to {out}")
@@ -50,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from clew.training.sft import train
 
     cfg = config(args)
+    check_base_model(cfg.model)
     result = train(cfg)
     # under `accelerate launch` every process gets here; the first one wrote the output and
     # speaks for all, and each leaves its process group before it exits

@@ -37,7 +37,7 @@ rerun with another tensor-parallel size or a lower memory fraction continues the
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +216,46 @@ def check_local_paths(parsed: ModelSpec) -> None:
             raise ModelSpecError(f"model {parsed.raw}: the {what} {name} does not exist")
 
 
+def check_model(spec: str) -> ModelSpec:
+    """What can be known about a model spec without loading it (docs/architecture.md, "Language
+    models"), checked before any work: it parses (a known backend); a model or adapter written
+    as a local path exists; a local model folder holds a model (``config.json``), and not only a
+    LoRA adapter, which needs its base named (``hf:BASE+lora:ADAPTER``); a local adapter folder
+    holds an adapter (``adapter_config.json``). ``tiny:`` models (built on first use), hub ids
+    and servers are not looked at. Raises :class:`ModelSpecError`; returns the parsed spec."""
+    parsed = parse_spec(spec)
+    if parsed.backend not in ("hf", "vllm"):
+        return parsed
+    tiny = parsed.model.startswith("tiny:")  # built on first use: only its adapter is checked
+    check_local_paths(replace(parsed, model="") if tiny else parsed)
+    model = Path(parsed.model).expanduser()
+    if not tiny and model.is_dir() and not (model / "config.json").exists():
+        if (model / "adapter_config.json").exists():
+            base = _adapter_base(model)
+            raise ModelSpecError(
+                f"model {parsed.raw}: {parsed.model} is a LoRA adapter without its base model; "
+                f"name both: {parsed.backend}:BASE{LORA_SEP}{parsed.model}"
+                + (f" (the adapter was trained on {base})" if base else ""))
+        raise ModelSpecError(f"model {parsed.raw}: the model folder {parsed.model} holds no "
+                             f"model (no config.json)")
+    if parsed.adapter:
+        adapter = Path(parsed.adapter).expanduser()
+        if adapter.is_dir() and not (adapter / "adapter_config.json").exists():
+            raise ModelSpecError(f"model {parsed.raw}: the adapter folder {parsed.adapter} holds "
+                                 f"no LoRA adapter (no adapter_config.json)")
+    return parsed
+
+
+def _adapter_base(folder: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads((folder / "adapter_config.json").read_text()).get(
+            "base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def _importable(module: str) -> bool:
     from importlib.util import find_spec
 
@@ -236,8 +276,6 @@ def _build(parsed: ModelSpec, options: dict[str, Any]) -> LanguageModel:
             and not parsed.model.startswith("tiny:"):
         check_local_paths(parsed)
     if parsed.model.startswith("tiny:") and parsed.backend in ("hf", "vllm"):
-        from dataclasses import replace
-
         from clew.agents.lm.tiny import build_tiny_model
 
         parsed = replace(parsed, model=str(build_tiny_model(parsed.model.removeprefix("tiny:"))))

@@ -21,7 +21,9 @@ Decisions taken (docs/methods/metric-explore-exploit-error.md#decisions):
 * Action parsing (docs/methods/envs.md#grid-map-with-task-dag, docs/methods/envs.md#grid-map-with-task-dag): the last ``{"action": ...}`` object whose value is a direction
   wins; then ``action: <dir>`` written loosely; then a reply that is just a direction word
   (quotes, code fences, punctuation and case ignored); then prose that names exactly one
-  direction, or whose last "move/go/head <dir>" phrase names one. Anything else is unparsable.
+  direction, or whose last "move/go/head <dir>" phrase names one; direction words in another
+  sense ("nothing left to do", "the right choice", "pick up") are not read as moves. Anything
+  else is unparsable.
   A stop/done action does not exist in this env.
 """
 
@@ -32,7 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from clew.envs.answers import json_objects, regions
+from clew.envs.answers import json_objects, other_senses_dropped, regions
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.gridmap import prompts
 from clew.envs.gridmap.instance import (
@@ -91,10 +93,11 @@ def _direction_in(text: str) -> tuple[bool, str | None]:
     word = _clean(text.replace("```json", "").replace("```", ""))
     if word is not None:
         return True, word
-    words = {w.lower() for w in _WORD.findall(text)}
+    prose = other_senses_dropped(text)  # "nothing left to do" names no move
+    words = {w.lower() for w in _WORD.findall(prose)}
     if len(words) == 1:
         return True, words.pop()
-    verbs = {v.lower() for v in _VERB.findall(text)}
+    verbs = {v.lower() for v in _VERB.findall(prose)}
     if len(verbs) == 1:  # prose naming two moves is ambiguous, whatever their order
         return True, verbs.pop()
     return False, None
