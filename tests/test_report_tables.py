@@ -162,7 +162,7 @@ def test_plots_written_and_fit_matches_numpy(runs, tmp_path):
         for i, (s, e) in enumerate([(True, 0.1), (True, 0.1), (True, 0.1), (False, 0.1)])])
     rep = write_report([search, react, third, fourth], tmp_path / "out")
     names = {p.name for p in (rep.out / "plots").glob("*.png")}
-    assert {"success_vs_exploration_error.png", "scaling_nodes.png", "scaling_tokens.png",
+    assert {"success_vs_exploration_error.png", "scaling_nodes.png", "success_vs_compute.png",
             "gap_decomposition.png"} <= names
     for p in (rep.out / "plots").glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -273,6 +273,38 @@ def recording_size(run_dir: str | Path) -> tuple[int, int]:
     return len(files), sum(p.stat().st_size for p in files)
 
 
+def merge_recordings(dest_run: str | Path, parts: list[tuple[Path, list[str]]]) -> int:
+    """Gather the recordings of shard runs into ``dest_run``: each part is a shard's run
+    directory and the episodes taken from it. Episode files are copied as they are (a key names
+    one episode in every shard); the models of all meta files are kept. Returns the episode
+    files copied."""
+    models: dict[str, dict[str, Any]] = {}
+    wave_sizes = set()
+    copied = 0
+    dest = Path(dest_run) / FOLDER
+    for run, keys in parts:
+        meta_file = Path(run) / FOLDER / META
+        if not meta_file.exists():
+            continue
+        try:
+            meta = json.loads(meta_file.read_text())
+        except ValueError as exc:
+            raise RecordingError(f"{meta_file}: not valid JSON ({exc})") from None
+        models.update(meta.get("models") or {})
+        wave_sizes.add(meta.get("wave_size"))
+        for key in keys:
+            src = episode_file(meta_file.parent, key)
+            if src.exists():
+                atomic_write_bytes(episode_file(dest, key), src.read_bytes())
+                copied += 1
+    if models or copied:
+        # shards of one run share their concurrency; if not, waves of memory agents differ
+        # between shards anyway and a replay of the merged run cannot follow them
+        wave = wave_sizes.pop() if len(wave_sizes) == 1 else None
+        atomic_write_json(dest / META, {"format": FORMAT, "wave_size": wave, "models": models})
+    return copied
+
+
 # --- replay ----------------------------------------------------------------------------------
 _ERRORS = {"ContextLengthError": ContextLengthError, "LMError": LMError}
 
