@@ -34,7 +34,7 @@ import hashlib
 import json
 from collections import Counter
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,28 +81,21 @@ def episode_file(folder: Path, key: str) -> Path:
     return folder / f"{key.replace('/', '_')}.json.gz"
 
 
-@dataclass
-class _Request:
-    """A request as a recording holds it: messages by the addresses of their contents."""
-
-    model: str
-    role: str
-    sampling: dict[str, Any]
-    messages: list[dict[str, str]]
-
-    @classmethod
-    def of(cls, spec: str, request: ChatRequest, texts: dict[str, str]) -> _Request:
-        messages = []
-        for m in request.messages:
-            content = m.get("content") or ""
-            sha = digest(content)
-            texts[sha] = content
-            messages.append({**m, "content": sha})
-        return cls(spec, request.role, asdict(request.sampling), messages)
-
-    @property
-    def key(self) -> str:
-        return digest(_canonical(asdict(self)))
+def _request(spec: str, request: ChatRequest, texts: dict[str, str]) -> dict[str, Any]:
+    """A request as a recording holds it: model, role, sampling, and the messages with their
+    contents by address (added to ``texts``); ``key`` is the address of the whole."""
+    messages = []
+    for m in request.messages:
+        content = m.get("content") or ""
+        sha = digest(content)
+        texts[sha] = content
+        messages.append({**m, "content": sha})
+    # vars, not asdict: a shallow copy is enough to serialise and asdict's deep copy costs
+    # more than the rest of the recording (benchmarks/bench_record.py)
+    req = {"model": spec, "role": request.role, "sampling": dict(vars(request.sampling)),
+           "messages": messages}
+    req["key"] = digest(_canonical(req))
+    return req
 
 
 @dataclass
@@ -116,9 +109,9 @@ class _Tape:
     asked: Counter = field(default_factory=Counter)   # request key -> times asked (replay)
     by_key: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # (replay)
 
-    def add(self, order: int, req: _Request, completions: list[Completion] | None,
+    def add(self, order: int, req: dict[str, Any], completions: list[Completion] | None,
             error: BaseException | None = None) -> None:
-        call: dict[str, Any] = {"key": req.key, **asdict(req)}
+        call = dict(req)
         if error is not None:
             call["error"] = [type(error).__name__, str(error)]
         else:
@@ -254,7 +247,7 @@ class RecordingLM(LanguageModel):
     async def complete(self, request: ChatRequest) -> list[Completion]:
         tape = self.recorder.tape()
         order, tape.sent = tape.sent, tape.sent + 1
-        req = _Request.of(self.spec, request, tape.texts)
+        req = _request(self.spec, request, tape.texts)
         try:
             completions = await self.inner.complete(request)
         except (ContextLengthError, LMError) as exc:
@@ -381,8 +374,8 @@ class Replay:
     def answer(self, spec: str, request: ChatRequest) -> list[Completion]:
         tape = self.tape()
         order, tape.sent = tape.sent, tape.sent + 1
-        req = _Request.of(spec, request, {})
-        key = req.key
+        req = _request(spec, request, {})
+        key = req["key"]
         nth = tape.asked[key]
         tape.asked[key] += 1
         same = tape.by_key.get(key, [])
@@ -402,19 +395,20 @@ class Replay:
                                   c.get("logprobs")))
         return out
 
-    def _mismatch(self, tape: _Tape, req: _Request, request: ChatRequest, order: int,
+    def _mismatch(self, tape: _Tape, req: dict[str, Any], request: ChatRequest, order: int,
                   held: int) -> str:
         where = f"replay {self.run}: episode {EPISODE.get() or '(none)'}: request {order + 1} " \
-                f"({req.role})"
+                f"({req['role']})"
         if held:
             return (f"{where} was recorded {held} time(s) in this episode and is asked once "
                     f"more: the run diverged earlier")
         if not tape.calls:
             return f"{where} is not in the recording, which holds no calls for this episode"
-        best = min(tape.calls, key=lambda oc: (len(_differences(req.model, request, oc[1],
+        spec = req["model"]
+        best = min(tape.calls, key=lambda oc: (len(_differences(spec, request, oc[1],
                                                                 tape.texts)),
                                                abs(oc[0] - order), oc[0]))
-        first = _differences(req.model, request, best[1], tape.texts)
+        first = _differences(spec, request, best[1], tape.texts)
         return (f"{where} is not in the recording; the nearest recorded request (number "
                 f"{best[0] + 1}, {best[1]['role']}) differs in "
                 f"{first[0] if first else 'the fields of its messages'}")
@@ -431,7 +425,7 @@ def _differences(spec: str, request: ChatRequest, call: dict[str, Any],
     """The fields in which ``request`` to ``spec`` differs from the recorded ``call``, in order:
     model, role, each sampling field, the messages."""
     out: list[str] = []
-    sampling = asdict(request.sampling)
+    sampling = vars(request.sampling)
     fields = [("model", spec, call["model"]), ("role", request.role, call["role"])] + [
         (f"sampling.{k}", v, call["sampling"].get(k)) for k, v in sampling.items()]
     for name, here, there in fields:
