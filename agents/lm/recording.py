@@ -159,8 +159,8 @@ class Recorder:
 
     def start(self) -> None:
         """Write the meta file, keeping the models of earlier sessions of the run; clear the
-        temp files of a writer killed mid-write (the caller holds the run directory)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        temp files of a writer killed mid-write (the caller holds the run directory). A run
+        that loads no model gets no ``lm/`` folder."""
         for p in self.folder.glob(".*.tmp"):
             p.unlink(missing_ok=True)
         old = self.folder / META
@@ -174,7 +174,7 @@ class Recorder:
         self._write_meta()
 
     def _write_meta(self) -> None:
-        if self.started:
+        if self.started and self.models:
             atomic_write_json(self.folder / META, {"format": FORMAT, "wave_size": self.wave_size,
                                                    "models": self.models})
 
