@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")  # headless: reports are written on clusters and in CI
 
@@ -146,6 +147,11 @@ def scaling(points: Sequence[Point], path: Path, *, xlabel: str) -> bool:
                     marker="o", capsize=3, label=name)
     _annotate(ax, usable, [p.x for p in usable])
     ax.set_xscale("log")
+    # ticks at 1, 2 and 5 times each power of ten, written as plain numbers: matplotlib's own
+    # minor labels (2×10⁻³ 3×10⁻³ ...) run into each other
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel(xlabel)
     ax.set_ylabel("success rate")
     ax.set_ylim(-0.03, 1.03)

@@ -576,7 +576,8 @@ def make_plots(runs: list[Run], tables: dict[str, Table], out: Path) -> tuple[li
             caption += " No fitted line: the runs' errors do not differ."
         figs.append(Figure(f"success_vs_{key}", f"Success vs log {label}", path, caption))
     compute = tables["compute"]
-    node_pts = [plots.Point(row[0], row[2], row[4].mean, row[1]) for row in compute.rows]
+    node_pts = [plots.Point(row[0], row[2], row[4].mean, row[1], y_se=row[4].se)
+                for row in compute.rows]
     path = pdir / "scaling_nodes.png"
     if plots.scaling(node_pts, path, xlabel="nodes per tree"):
         figs.append(Figure("scaling_nodes", "Success vs nodes per tree", path,
