@@ -100,6 +100,8 @@ examples:
       --suite exploration-v1:train --out runs/rmcts-mad agent_options.search.n_simulations=20
   clew search --agent rmcts --model vllm:Qwen/Qwen2.5-7B-Instruct --suite gridmap-v1:train \\
       --shard 0/8 --out runs/x/shard-0-of-8     # then: clew merge runs/x/shard-* --out runs/x/all
+  clew search --replay runs/rmcts-mad --out runs/again --concurrency 1   # no model: every LM
+      # call answered from runs/rmcts-mad/lm/ (recorded by default; --no-record turns it off)
 """
 
 

@@ -78,7 +78,8 @@ def _canonical(obj: Any) -> str:
 
 
 def episode_file(folder: Path, key: str) -> Path:
-    return folder / f"{key.replace('/', '_')}.json.gz"
+    """The file of episode ``key`` (calls made outside any episode: ``_outside``)."""
+    return folder / f"{key.replace('/', '_') or '_outside'}.json.gz"
 
 
 def _request(spec: str, request: ChatRequest, texts: dict[str, str]) -> dict[str, Any]:
@@ -212,9 +213,7 @@ class Recorder:
     def close(self) -> None:
         """Calls made outside any episode go in ``lm/_outside.json.gz``."""
         if "" in self.tapes and self.started:
-            tape = self.tapes.pop("")
-            atomic_write_bytes(self.folder / "_outside.json.gz", gzip.compress(
-                _canonical(tape.document("")).encode("utf-8"), mtime=0))
+            self.finish("")
 
 
 class RecordingLM(LanguageModel):
