@@ -248,8 +248,12 @@ def _evaluate(cfg: EvalConfig, tasks, run: RunDir, session: Recorder | Replay | 
 
 
 def finalize(run: RunDir) -> dict[str, Any]:
-    """Write metrics.json and summary.md from the episodes on disk; return the aggregate."""
-    records = run.episodes()
+    """Write metrics.json and summary.md from the episodes on disk; return the aggregate.
+
+    Episodes are taken in key order, not in the order they finished: floating-point sums depend
+    on their order, and metrics.json is then the same whatever the concurrency (a replay's
+    matches its recorded run's byte for byte)."""
+    records = sorted(run.episodes(), key=lambda r: str(r.get("key", "")))
     doc = metrics_document(records)
     run.write_json("metrics.json", doc)
     text = summary_table([(run.path.name, doc["aggregate"])])

@@ -91,6 +91,16 @@ def memory(run: Path) -> dict[str, object]:
     return out
 
 
+def metrics(run: Path) -> dict:
+    """metrics.json without the episodes' wall time (its means, errors and counts included)."""
+    def drop(obj):
+        if isinstance(obj, dict):
+            return {k: drop(v) for k, v in obj.items() if k != "wall_s"}
+        return obj
+
+    return drop(json.loads((run / "metrics.json").read_text()))
+
+
 def error_line(capsys) -> str:
     err = capsys.readouterr().err
     lines = [x for x in err.splitlines() if x.strip() and "episodes:" not in x]
@@ -120,6 +130,9 @@ def test_rmcts_mad_run_replays_identically_with_no_model(cwd, capsys, monkeypatc
                      "--out", f"runs/replay{c}"]) == 0, capsys.readouterr().err
         replayed = cwd / "runs" / f"replay{c}"
         assert episodes(replayed) == recorded   # usage and the recorded compute included
+        assert metrics(replayed) == metrics(rec)
+        assert (replayed / "summary.md").read_text().replace(f"replay{c}", "rec") == \
+            (rec / "summary.md").read_text()
         assert trees(replayed) == trees(rec)
         assert memory(replayed) == memory(rec)
         assert not (replayed / "lm").exists()   # a replay records nothing new
