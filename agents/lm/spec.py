@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from clew.agents.lm.base import LanguageModel, LMError
+from clew.agents.lm.recording import SESSION
 
 BACKENDS = ("vllm", "openai", "hf", "fake")
 LORA_SEP = "+lora:"
@@ -173,7 +174,20 @@ def _agrees(asked: dict[str, Any], built: dict[str, Any]) -> bool:
 
 
 def load_model(spec: str | LanguageModel, *, shared: bool = True, **options: Any) -> LanguageModel:
-    """Build the backend a spec names (a LanguageModel passes through unchanged)."""
+    """Build the backend a spec names (a LanguageModel passes through unchanged).
+
+    While a run records its LM calls, the model comes wrapped by the recording; while a run is
+    replayed, no model is built: the replay answers for it (docs/methods/recording.md)."""
+    session = SESSION.get()
+    if session is not None and session.replaying:
+        if isinstance(spec, str):
+            parse_spec(spec)
+        return session.model(spec)
+    model = _load(spec, shared, options)
+    return model if session is None else session.model(model)
+
+
+def _load(spec: str | LanguageModel, shared: bool, options: dict[str, Any]) -> LanguageModel:
     if isinstance(spec, LanguageModel):
         return spec
     parsed = parse_spec(spec)
