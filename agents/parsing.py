@@ -22,14 +22,19 @@ returns the first candidate.
 **Status codes** (single-agent value, judge): the letter A–E (any case; bold, in brackets,
 parentheses or backticks) after the *last* ``STATUS CODE`` label that stands as an answer. A
 label whose letter is followed by more words on its line (``STATUS CODE: A only if …``) is a
-quotation of the scale, not an answer. Without such a label: the last ``Final answer:`` /
+quotation of the scale, not an answer, unless those words give a reason (``C because several
+moves remain``). Without such a label: the last ``Final answer:`` /
 ``Answer:`` / ``Grade:`` / ``Verdict:`` label, then a last line that is a lone letter, then a
 JSON object with a ``status_code`` key.
 
 **Rubrics**: the last ``<rubric>…</rubric>`` block; an unclosed final block counts when the
-completion was not cut; without markers, the completion's bulleted or numbered lines.
-**Free text** (debate arguments, reflections): the text after the reasoning block, without a
-leading markdown title or ``Reflection:`` / ``Argument:`` label; empty means failure.
+completion was not cut; without markers, the completion's bulleted or numbered lines. Markers
+named rather than used (an echoed instruction: ``between <rubric> and </rubric>``) are not a
+block.
+**Free text** (debate arguments, reflections, expected observations): the text after the
+reasoning block, without a leading markdown title, chat preamble (``Sure! Here is my argument
+for …:``) or label naming what the role delivers (``Reflection:``, ``**Expected
+observation:**``); empty means failure.
 
 **Cut completions**: a completion whose ``finish_reason`` is ``"length"`` is a parse failure
 unless a complete answer stands in it: a closed fence, a complete JSON object, a closed tag pair
@@ -77,14 +82,31 @@ _OTHER = re.compile(
     r"(?:final\s+(?:answer|grade|verdict)|answer|grade|verdict|rating|status)\s*"
     r"(?:is|[:=\-\u2013\u2014])\s*" + _LETTER, re.IGNORECASE)
 _ANSWER_END = re.compile(
-    r"^\s*(?:$|[.,;!:)\]]?\s*$|[.,;!:)\]]\s|\.{2,}|\u2026|\s*[(\-\u2013\u2014:])")
+    r"^\s*(?:$|[.,;!:)\]]?\s*$|[.,;!:)\]]\s|\.{2,}|\u2026|\s*[(\-\u2013\u2014:])"
+    # a reason after the grade: "C because several moves remain"
+    r"|^\s+(?:because|since|as|given|due\s+to|considering)\b", re.IGNORECASE)
 _LONE = re.compile(r"^[(\[{`'\"\s]*([A-Ea-e])[)\]}`'\".!\s]*$")
 _RUBRIC = re.compile(re.escape(RUBRIC_START) + r"(.*?)" + re.escape(RUBRIC_END),
                      re.DOTALL | re.IGNORECASE)
 _RUBRIC_OPEN = re.compile(re.escape(RUBRIC_START), re.IGNORECASE)
+# the markers named rather than used: "to be placed between <rubric> and </rubric>"
+_RUBRIC_MENTION = re.compile(
+    re.escape(RUBRIC_START) + r"(?:[^\S\n]|[`'\"*,/&.\u2026-]|\b(?:and|or|then|the|a|tags?|"
+    r"markers?|opening|closing|your|checks?|here)\b)*" + re.escape(RUBRIC_END), re.IGNORECASE)
 _LIST_LINE = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)]|\[\s?\])\s+\S")
-_TEXT_LABEL = re.compile(r"^\s*(?:reflection|argument|answer|response)\s*[:\-]\s*",
-                         re.IGNORECASE)
+# what a free-text role delivers, as models name it in a label or a preamble
+_DELIVERABLE = (r"(?:reflection|argument|answer|response|prediction|"
+                r"expectation|(?:expected|predicted)\s+(?:observation|outcome|result|transition)|"
+                r"observation|what\s+I\s+expect\w*)")
+_TEXT_LABEL = re.compile(
+    r"^\s*(?:(?:my|the|final|supporting|opposing|counter)[\s-]+)?" + _DELIVERABLE +
+    r"(?:\s+(?:for|against)\b[^:\n]{0,40})?\s*[:\-\u2013\u2014]\s*", re.IGNORECASE)
+# a chat preamble: "Sure!", "Certainly.", "Here is my argument for ...:"
+_PREAMBLE = re.compile(
+    r"^\s*(?:(?:sure(?:\s+thing)?|certainly|of\s+course|absolutely|okay|ok|alright|all\s+right|"
+    r"great|gladly)\s*(?:[!.,]+|\n)\s*"
+    r"|(?:here(?:'s|\s+is|\s+are)|below\s+is|the\s+following\s+is)\b[^\n:.!]*?\b"
+    + _DELIVERABLE + r"\b[^\n:.!]*(?:[:.!]|\n|$)\s*)", re.IGNORECASE)
 _TITLE = re.compile(r"^#{1,6}[ \t][^\n]*\n")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 _OWN_LABEL = re.compile(r"^[A-Za-z][\w ]{0,30}:\s")
@@ -219,6 +241,7 @@ def parse_rubric(text: str, finish_reason: str | None = None) -> str | None:
     body = without_reasoning(text or "")
     if body is None:
         return None
+    body = _RUBRIC_MENTION.sub(" ", body)
     blocks = [b.strip() for b in _RUBRIC.findall(body) if b.strip()]
     if blocks:
         return blocks[-1]
@@ -234,13 +257,19 @@ def parse_rubric(text: str, finish_reason: str | None = None) -> str | None:
 
 
 def parse_free_text(text: str, finish_reason: str | None = None) -> str | None:
-    """A debate argument or a reflection: the text after the reasoning block, without a
-    leading label; a cut one keeps its complete sentences; None when nothing is left."""
+    """A debate argument, a reflection or an expected observation: the text after the reasoning
+    block, without a leading title, chat preamble or label; a cut one keeps its complete
+    sentences; None when nothing is left."""
     body = without_reasoning(text or "")
     if body is None:
         return None
     body = _TITLE.sub("", body.strip(), count=1)          # a markdown title is not content
-    body = _TEXT_LABEL.sub("", plain(body).strip(), count=1).strip()
+    body = plain(body).strip()
+    before = None
+    while body != before:        # "Sure! Here is my argument:\nArgument: ..." peels one by one
+        before = body
+        body = _PREAMBLE.sub("", body, count=1)
+        body = _TEXT_LABEL.sub("", body, count=1).strip()
     if cut(finish_reason):
         ends = list(_SENTENCE_END.finditer(body))
         body = body[:ends[-1].end()] if ends else ""

@@ -26,5 +26,6 @@ def run(args: argparse.Namespace) -> int:
     print(summary_table([(merged.path.name, aggregate(merged.episodes()))]), end="")
     print(f"merged {counts['shards']} shard(s): {counts['episodes']} episode(s) "
           f"({counts['duplicates']} duplicate(s) dropped), {counts['trees']} tree(s), "
-          f"{counts['errors']} failed episode(s) -> {merged.path}")
+          f"{counts['recorded']} recorded episode(s), {counts['errors']} failed episode(s) -> "
+          f"{merged.path}")
     return 0

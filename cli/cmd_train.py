@@ -8,7 +8,10 @@ Runs as is or under ``accelerate launch -m clew.cli train ...`` on several GPUs.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from clew.agents.lm.spec import ModelSpecError
+from clew.cli.model_check import check_base_model
 from clew.runner.config import ConfigError, load_config
 from clew.training.adapters import merge_adapter
 from clew.training.config import TrainConfig
@@ -41,12 +44,19 @@ def run(args: argparse.Namespace) -> int:
     if args.merge_only:
         if not args.output_dir:
             raise ConfigError("--merge-only needs --out DIR for the merged model")
+        if not (Path(args.merge_only) / "adapter_config.json").exists():
+            raise ModelSpecError(f"--merge-only: {args.merge_only} is not a LoRA adapter folder "
+                                 f"(no adapter_config.json)")
+        if args.model:
+            check_base_model(args.model, "--model")
         out = merge_adapter(args.merge_only, args.output_dir,
                             base=args.model.removeprefix("hf:") if args.model else None)
         print(f"merged model written to {out}")
         return 0
     from accelerate import PartialState
+
     cfg = config(args)
+    check_base_model(cfg.model)
     result = train(cfg)
     # under `accelerate launch` every process gets here; the first one wrote the output and
     # speaks for all, and each leaves its process group before it exits

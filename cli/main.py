@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from clew.agents.lm.openai_backend import OpenAIModel
+from clew.agents.lm.recording import RecordingError
 from clew.agents.lm.spec import ModelSpecError
 from clew.agents.memory_store import MemoryFormatError
 from clew.agents.options import OptionsError
 from clew.cli.demo import run_demo
+from clew.cli.model_check import check_agent_models
 from clew.envs.suites import current_suite, get_suite, suite_builders
 from clew.metrics.score import score_lines
 from clew.metrics.summary import summary_table
@@ -120,6 +122,8 @@ examples:
       --suite exploration-v1:train --out runs/rmcts-mad agent_options.search.n_simulations=20
   clew search --agent rmcts --model vllm:Qwen/Qwen2.5-7B-Instruct --suite gridmap-v1:train \\
       --shard 0/8 --out runs/x/shard-0-of-8     # then: clew merge runs/x/shard-* --out runs/x/all
+  clew search --replay runs/rmcts-mad --out runs/again --concurrency 1   # no model: every LM
+      # call answered from runs/rmcts-mad/lm/ (recorded by default; --no-record turns it off)
 """
 
 
@@ -138,7 +142,7 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
                                     "(configs/agents/NAME.yaml); a run's config.yaml works too")
     p.add_argument("--agent", help="agent name (see `clew agents`)")
     p.add_argument("--model", help="model spec for LM agents, e.g. hf:PATH, vllm:NAME, "
-                                   "openai:http://host:8000/v1#NAME")
+                                   "openai:http://host:8000/v1#NAME; replay:RUN is --replay RUN")
     p.add_argument("--suite", help="SUITE:SPLIT (see `clew suites`) or FILE.jsonl[:SPLIT]")
     p.add_argument("--out", help="run directory (default: runs/AGENT-SUITE-SPLIT)")
     p.add_argument("--concurrency", type=int, metavar="N",
@@ -148,6 +152,13 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, metavar="N", help="only the first N tasks (default: all)")
     p.add_argument("--shard", metavar="I/N", help="run shard I of N of the tasks (tasks[I::N]); "
                                                   "combine the shards with `clew merge`")
+    p.add_argument("--no-record", dest="record", action="store_false", default=None,
+                   help="do not keep the LM requests and completions in RUN/lm/ (kept by "
+                        "default, for replay)")
+    p.add_argument("--replay", metavar="RUN",
+                   help="answer every LM request from RUN's recording, with no model: the same "
+                        "episodes and trees at any concurrency; agent, suite and options not "
+                        "given are read from RUN; a request RUN lacks stops the run")
     p.add_argument("--resume", action="store_true", default=None,
                    help="continue a run: skip finished episodes, rerun interrupted ones; the "
                         "agent, suite and options not given are read from the run")
@@ -156,29 +167,39 @@ def _add_eval_args(p: argparse.ArgumentParser) -> None:
                         "(max_episode_steps=50 agent_options.search.n_simulations=20)")
 
 
-def _resumed_defaults(out: str | None) -> dict[str, Any]:
+def _resumed_defaults(out: str | None, replay: bool = False) -> dict[str, Any]:
     """What ``--resume`` reads from the run: every field a resume compares (and the
-    concurrency), with paths the run stores relative to itself made usable from here."""
+    concurrency, and whether LM calls are recorded or replayed), with paths the run stores
+    relative to itself made usable from here. ``replay``: what a replay of the run reads from
+    it instead: the same, except that the replay keeps a reflection memory of its own."""
     run = RunDir(out) if out else None
     if run is None or not run.holds_run():
         return {}
     recorded = run.config()
-    base = {k: recorded[k] for k in (*RESUME_KEYS, "concurrency")
-            if recorded.get(k) is not None}
+    carried = ("concurrency",) if replay else ("concurrency", "record", "replay")
+    base = {k: recorded[k] for k in (*RESUME_KEYS, *carried) if recorded.get(k) is not None}
     memory = (base.get("agent_options") or {}).get("memory")
     if isinstance(memory, dict) and isinstance(memory.get("dir"), str):
-        base["agent_options"] = {**base["agent_options"],
-                                 "memory": {**memory, "dir": str(run.resolve(memory["dir"]))}}
+        kept = {k: v for k, v in memory.items() if k != "dir"} if replay else \
+            {**memory, "dir": str(run.resolve(memory["dir"]))}
+        base["agent_options"] = {**base["agent_options"], "memory": kept}
     return base
 
 
 def _eval_config(args: argparse.Namespace):
     flags = {k: getattr(args, k) for k in
-             ("agent", "suite", "out", "concurrency", "repeats", "limit", "shard", "resume")
-             if getattr(args, k, None) is not None}
-    if args.model:  # a value, not YAML: 'fake:Action: up' stays a string
+             ("agent", "suite", "out", "concurrency", "repeats", "limit", "shard", "resume",
+              "record", "replay") if getattr(args, k, None) is not None}
+    if args.model and args.model.startswith("replay:"):   # the recorded run's own model
+        flags["replay"] = args.model.removeprefix("replay:")
+    elif args.model:  # a value, not YAML: 'fake:Action: up' stays a string
         flags["agent_options"] = {"model": args.model}
     defaults = {}
+    if flags.get("replay"):   # what was recorded, unless the command line says otherwise
+        if not (Path(flags["replay"]) / "config.yaml").is_file():
+            raise ConfigError(f"replay: {flags['replay']} is not a run directory (no "
+                              f"config.yaml)")
+        defaults = _resumed_defaults(flags["replay"], replay=True)
     if args.resume:
         given = load_yaml(args.config, "agents")
         defaults = _resumed_defaults(flags.get("out") or given.get("out"))
@@ -193,6 +214,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     cfg = _eval_config(args)
     if args.command == "search":
         _check_search_agent(cfg.agent, cfg.agent_options)
+    check_agent_models(cfg.agent, cfg.agent_options)
     _RUN["path"] = cfg.out or default_out(cfg)
     run, agg = evaluate(cfg)
     print(summary_table([(run.path.name, agg)]), end="")
@@ -202,6 +224,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     counts = agg["counts"]
     print(f"{counts['finished']} episode(s) run, {counts['skipped']} already finished, "
           f"{counts['failed']} failed -> {run.path}")
+    if cfg.replay:
+        print(f"LM calls answered from the recording in {cfg.replay}")
+    elif "recording" in agg:
+        rec = agg["recording"]
+        print(f"LM calls recorded in {run.path / 'lm'}: {rec['episodes']} episode(s), "
+              f"{rec['bytes'] / 1e3:.1f} kB ({rec['bytes'] / 1e3 / rec['episodes']:.1f} kB per "
+              f"episode)")
     if counts["failed"]:
         print(f"see {run.errors_file} for the failures; rerun with --resume to retry them",
               file=sys.stderr)
@@ -342,8 +371,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that report a user's mistake (config, model spec, files, run directories),
     not a bug: one line, no traceback."""
     return (ConfigError, ModelSpecError, OptionsError, MemoryFormatError, MergeError,
-            ReportError, RecordError, LockedError, TreeFormatError, TrainError, FileExistsError,
-            FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
+            RecordingError, ReportError, RecordError, LockedError, TreeFormatError, TrainError,
+            FileExistsError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
+            PermissionError)
 
 
 def _say_error(exc: BaseException, debug: bool) -> None:

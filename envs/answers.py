@@ -8,7 +8,8 @@ The rules, each a small function:
   ``<reasoning>``) is never part of the answer: the text after the last closing tag is kept; a
   block opened and never closed (generation cut while thinking) leaves no answer (``None``).
 * :func:`plain`: markdown emphasis and headers are dropped (``**STATUS CODE:** B``,
-  ``### Status code: C``, ``__up__``); underscores inside words (``dodger_blue``, ``x_0``) stay.
+  ``### Status code: C``, ``__up__``); underscores inside words (``dodger_blue``, ``x_0``) stay;
+  LaTeX around a short answer goes (``\\boxed{B}``, ``$\\text{up}$``, ``\\[ \\boxed{C} \\]``).
 * :func:`unwrap`: brackets, parentheses, backticks, quotes and trailing punctuation around a
   short answer are peeled off (``(D)``, ``[E]``, `` `E` ``, ``"up".``).
 * :func:`fenced_blocks`: the contents of triple-backtick fences, a final fence left open
@@ -23,6 +24,9 @@ The rules, each a small function:
 * :func:`closed_spans`: only structures that are complete (closed fences, complete JSON
   objects, closed tag pairs, ``<…>`` spans), for replies cut by the token limit.
 * :func:`json_objects`: every JSON object in a text.
+* :func:`other_senses_dropped`: a prose fallback reads a direction word only in its sense of a
+  direction: ``nothing left to do`` (remaining), ``the right choice`` (correct), ``pick up``,
+  ``up to`` and ``slow down`` are blanked first, so that no action is invented from them.
 """
 
 from __future__ import annotations
@@ -48,6 +52,45 @@ _LABEL = re.compile(rf"^[ \t]*(?:[-*\u2022]\s+|\d+[.)]\s+)?(?:{LABELS})[ \t]*[:=
                     re.IGNORECASE | re.MULTILINE)
 _TAG_PAIR = re.compile(r"<\s*([A-Za-z][\w-]*)\s*>.*?<\s*/\s*\1\s*>", re.IGNORECASE | re.DOTALL)
 _ANGLE = re.compile(r"<[^<>\n]+>")
+# LaTeX around a short answer (the R1-distilled habit): \boxed{B}, \text{B}, $…$, \[ … \]
+_LATEX_WRAP = re.compile(r"\\(?:boxed|text|textbf|textit|texttt|mathrm|mathbf)\s*\{([^{}\n]*)\}")
+_LATEX_MATH = re.compile(r"\$\$?[ \t]*([^$\n]{1,60}?)[ \t]*\$\$?"
+                         r"|\\\[\s*([^\n]{1,60}?)\s*\\\]|\\\(\s*([^\n]{1,60}?)\s*\\\)")
+
+
+# Direction words in another sense. Each alternative matches the phrase whose direction word is
+# not a direction; they are blanked before a prose fallback looks for direction words.
+_COUNTED = r"steps?|moves?|turns?|actions?|options?|tries|attempts?|queries|nodes?|states?"
+_PAIRED = r"(?!\s*(?:or|and|nor|/|,)\s*(?:right|up|down)\b)"  # "any move left or right"
+_OTHER_SENSE = re.compile(
+    # left = remaining or departed: "nothing (else) left", "3 moves left", "I left the room"
+    r"\b(?:nothing|anything|something|everything|none|little|much|what|what's|whats|few|"
+    rf"many|some|any|no|one|two|three)\s+(?:(?:else|more|is|are|was|{_COUNTED})\s+){{0,2}}"
+    rf"left\b{_PAIRED}"
+    rf"|\b\d+\s+(?:more\s+)?(?:{_COUNTED})\s+left\b"
+    r"|\b(?:i|we|they|he|she|i've|we've|have|has|had)\s+(?:just\s+|already\s+|still\s+)?"
+    r"left\b(?!\s+(?:of|side|cell|door|wall|edge|corner|neighbou?r|one)\b)"
+    r"|\bleft\s+(?:over|behind|unexplored|unvisited|untried|untouched|alone|off)\b"
+    # right = correct or "just": "that's right.", "the right choice", "right now"
+    r"|\b(?:the|on\s+the)\s+right\s+(?:choice|move|thing|answer|call|decision|option|idea|"
+    r"track|approach|strategy)\b"
+    r"|\b(?:that's|thats|that\s+is|all|not|quite|exactly|looks|feels)\s+right\b"
+    r"(?=\s*[.!,;]|\s*$)"
+    r"|\bright\s+(?:now|away|after|before|here|there|next\s+to|beside)\b"
+    # up and down in other verbs: "pick up", "end up", "up to 3", "it comes down to"
+    r"|\b(?:pick|picks|picked|picking|give|gave|end|ends|ended|ending|set|make|sum|use|used|"
+    r"using|catch|show|keep|open|take|takes|taking|took|speed|clean|hurry|wake|follow|fill|"
+    r"mix|mixed|come|comes|came)\s+(?:it\s+|them\s+)?up\b"
+    r"|\b(?:is|it's|was|be|are|all|only)\s+up\s+to\b|\bup\s+to\s+\d|\bup\s+(?:until|front)\b"
+    r"|\b(?:slow|break|broke|narrow|narrowed|boil|boils|write|wrote|shut|calm|settle|track|"
+    r"hunt|cut|count|let|letting)\s+down\b"
+    r"|\b(?:comes?|came|boils?|boiled|gets?|got|is|was|all)\s+down\s+to\b",
+    re.IGNORECASE | re.MULTILINE)
+
+
+def other_senses_dropped(text: str) -> str:
+    """``text`` with direction words used in another sense blanked (see the module docstring)."""
+    return _OTHER_SENSE.sub(" ", text)
 
 
 def without_reasoning(text: Any) -> str | None:
@@ -63,12 +106,24 @@ def without_reasoning(text: Any) -> str | None:
 
 
 def plain(text: str) -> str:
-    """``text`` without markdown headers, block quotes and emphasis markers."""
+    """``text`` without markdown headers, block quotes, emphasis markers and LaTeX answer
+    wrappers (``$\\boxed{B}$`` reads ``B``)."""
+    text = _latex_plain(text)
     text = _HEADER.sub("", text)
     text = _QUOTE.sub("", text)
     text = _BOLD.sub("", text)
     text = _STAR.sub("", text)
     return _UNDER.sub("", text)
+
+
+def _latex_plain(text: str) -> str:
+    if "\\" not in text and "$" not in text:
+        return text
+    prev = None
+    while text != prev:                     # nested wrappers, inside first
+        prev = text
+        text = _LATEX_WRAP.sub(r"\1", text)
+    return _LATEX_MATH.sub(lambda m: next(g for g in m.groups() if g is not None), text)
 
 
 def unwrap(text: str) -> str:

@@ -41,9 +41,11 @@ def episode_numbers(record: dict[str, Any]) -> dict[str, float]:
     out = _numbers(record.get("outcome", {}))
     out.update(_numbers(record.get("metrics", {})))
     usage = record.get("usage", {})
-    out["tokens"] = float(sum(u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)
-                              for u in usage.values()))
+    out["prompt_tokens"] = float(sum(u.get("prompt_tokens", 0) for u in usage.values()))
+    out["completion_tokens"] = float(sum(u.get("completion_tokens", 0) for u in usage.values()))
+    out["tokens"] = out["prompt_tokens"] + out["completion_tokens"]
     out["lm_calls"] = float(sum(u.get("calls", 0) for u in usage.values()))
+    out.update(compute_numbers(record))
     for kind, n in record.get("interactions", {}).items():
         out[f"interactions_{kind}"] = float(n)
     out["wall_s"] = float(record.get("wall_s", 0.0))
@@ -51,6 +53,24 @@ def episode_numbers(record: dict[str, Any]) -> dict[str, float]:
                                       for p in record.get("parses", {}).values()))
     out["context_length_failure"] = float(
         record.get("outcome", {}).get("stopped_by") == "context_length")
+    return out
+
+
+#: per-role compute fields of a record (docs/methods/recording.md#compute-accounting)
+COMPUTE_FIELDS = ("engine_s", "busy_s", "gpu_s", "cached_tokens")
+
+
+def compute_numbers(record: dict[str, Any]) -> dict[str, float]:
+    """An episode's compute summed over its roles; a field is left out (undefined) when a role
+    that called a model does not know it (a server's GPUs, a backend that does not report
+    cache hits, a record written before compute was recorded). No LM call costs nothing."""
+    calls = [role for role, u in (record.get("usage") or {}).items() if u.get("calls")]
+    compute = record.get("compute") or {}
+    out = {}
+    for f in COMPUTE_FIELDS:
+        values = [(compute.get(role) or {}).get(f) for role in calls]
+        if all(is_number(v) for v in values):
+            out[f] = float(sum(values))
     return out
 
 
@@ -74,10 +94,14 @@ def aggregate(records: list[dict[str, Any]]) -> dict[str, Any]:
     mean["steps_success"], stderr["steps_success"], count["steps_success"] = mean_and_stderr(succ)
     roles: dict[str, dict[str, float]] = {}
     for r in records:
+        compute = r.get("compute") or {}
         for role, u in r.get("usage", {}).items():
             acc = roles.setdefault(role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
-            for f in acc:
+            for f in ("calls", "prompt_tokens", "completion_tokens"):
                 acc[f] += u.get(f, 0)
+            for f, v in (compute.get(role) or {}).items():
+                if f in COMPUTE_FIELDS and is_number(v):
+                    acc[f] = acc.get(f, 0) + v
     agents = sorted({r.get("agent", "?") for r in records})
     kinds = sorted({r.get("agent_kind", "?") for r in records})
     return {

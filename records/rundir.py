@@ -7,6 +7,7 @@ runs/NAME/
   episodes.jsonl       one line per finished episode
   errors.jsonl         episodes that failed (rerun by --resume)
   trees/EPISODE/STEP.json.gz
+  lm/                  the LM calls of each episode, for replay (clew.agents.lm.recording)
   memory/              the reflection memory of R-MCTS agents (unless the config names another)
   metrics.json         per-episode and aggregated metrics
   summary.md           the summary table
@@ -48,8 +49,9 @@ from clew.records.files import atomic_write_json, atomic_write_text
 from clew.records.jsonl import RecordError, dumps, numbered_jsonl
 from clew.records.lock import LOCK_NAME, DirLock
 
-#: record fields that legitimately differ between two runs of the same episode
-VOLATILE = ("wall_s",)
+#: record fields that legitimately differ between two runs of the same episode (the time it
+#: took, and the engine time, GPU share and prefix-cache hits of its LM calls)
+VOLATILE = ("wall_s", "compute")
 
 
 def differing_fields(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

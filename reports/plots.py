@@ -39,12 +39,15 @@ class Fit:
 
 @dataclass(frozen=True)
 class Point:
-    """One run in a plot: its label, the agent (series), x and y."""
+    """One run in a plot: its label, the agent (series), x and y, and their standard errors
+    (NaN: none drawn)."""
 
     label: str
     x: float
     y: float
     series: str = ""
+    x_se: float = math.nan
+    y_se: float = math.nan
 
 
 def finite(x: float | None) -> bool:
@@ -130,19 +133,32 @@ def success_vs_log_error(points: Sequence[Point], path: Path, *, error_name: str
 
 
 def scaling(points: Sequence[Point], path: Path, *, xlabel: str) -> bool:
-    """Success against a compute measure (log x axis); series joined in x order."""
+    """Success against a compute measure (log x axis); series joined in x order, with error
+    bars where the points carry standard errors."""
     usable = [p for p in points if finite(p.x) and p.x > 0 and finite(p.y)]
     if not usable:
         return False
+    from matplotlib import ticker
+
     fig, ax = pyplot().subplots(figsize=(6, 4.2))
     series: dict[str, list[Point]] = {}
     for p in usable:
         series.setdefault(p.series or p.label, []).append(p)
     for name, pts in sorted(series.items()):
         pts = sorted(pts, key=lambda p: p.x)
-        ax.plot([p.x for p in pts], [p.y for p in pts], marker="o", label=name)
+        # a bar reaching 0 or below cannot be drawn on a log axis: cut it just above 0
+        x_lo = [min(p.x_se, 0.999 * p.x) if finite(p.x_se) else 0.0 for p in pts]
+        x_hi = [p.x_se if finite(p.x_se) else 0.0 for p in pts]
+        y_err = [p.y_se if finite(p.y_se) else 0.0 for p in pts]
+        ax.errorbar([p.x for p in pts], [p.y for p in pts], xerr=[x_lo, x_hi], yerr=y_err,
+                    marker="o", capsize=3, label=name)
     _annotate(ax, usable, [p.x for p in usable])
     ax.set_xscale("log")
+    # ticks at 1, 2 and 5 times each power of ten, written as plain numbers: matplotlib's own
+    # minor labels (2×10⁻³ 3×10⁻³ ...) run into each other
+    ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
     ax.set_xlabel(xlabel)
     ax.set_ylabel("success rate")
     ax.set_ylim(-0.03, 1.03)

@@ -13,8 +13,12 @@ standard errors; docs/methods/metric-explore-exploit-error.md#aggregation) and w
 Tables: ``summary`` (success, exploration/exploitation error, normalised best-found reward, tokens
 per task absolute and relative to a ReAct run, LM calls, interactions executed and simulated, wall
 time), ``gaps`` (docs/methods/envs.md#dark-treasure-rooms gap decomposition), ``by_level`` (success by difficulty level),
-``usage_by_role`` (LM calls and tokens per role), ``compute`` (nodes per tree and tokens against
-success).
+``usage_by_role`` (LM calls, tokens, engine time and cache hits per role), ``compute`` (nodes
+per tree and tokens against success), ``cost`` (per run: LM calls, tokens, cache hits, engine and
+GPU seconds and, with prices, cost, per episode and per success; docs/methods/recording.md#cost).
+The plot ``success_vs_compute`` draws each agent as a curve over its runs (budgets): success
+against cost per episode when prices are given, else tokens per episode, with standard errors on
+both axes.
 
 Decisions:
 
@@ -55,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clew.agents.lm.recording import recording_size
 from clew.envs import registry
 from clew.envs.measures import mean_and_stderr
 from clew.metrics.summary import aggregate, episode_numbers
@@ -85,6 +90,46 @@ class ReportError(ValueError):
     """Runs that cannot be reported; the message names the run directory."""
 
 
+@dataclass(frozen=True)
+class Prices:
+    """What compute costs (docs/methods/recording.md#cost): per million prompt and completion
+    tokens, per GPU-hour; ``gpus``: the GPUs a model ran on where the run could not know them
+    (a server), which turns its busy seconds into GPU-seconds."""
+
+    prompt: float | None = None
+    completion: float | None = None
+    gpu_hour: float | None = None
+    gpus: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("prompt", "completion", "gpu_hour", "gpus"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ReportError(f"price {name}: must be a number >= 0, got {value!r}")
+
+    @property
+    def given(self) -> bool:
+        return any(v is not None for v in (self.prompt, self.completion, self.gpu_hour))
+
+    def gpu_seconds(self, numbers: dict[str, float]) -> float:
+        """An episode's GPU-seconds: as recorded, else its busy seconds times ``gpus``."""
+        gpu = numbers.get("gpu_s", math.nan)
+        if not math.isfinite(gpu) and self.gpus is not None:
+            gpu = numbers.get("busy_s", math.nan) * self.gpus
+        return gpu
+
+    def cost(self, numbers: dict[str, float]) -> float:
+        """An episode's cost; undefined (NaN) when a price applies to an unknown quantity."""
+        total = 0.0
+        if self.prompt is not None:
+            total += numbers.get("prompt_tokens", math.nan) * self.prompt / 1e6
+        if self.completion is not None:
+            total += numbers.get("completion_tokens", math.nan) * self.completion / 1e6
+        if self.gpu_hour is not None:
+            total += self.gpu_seconds(numbers) / 3600 * self.gpu_hour
+        return total
+
+
 # --- data ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Stat:
@@ -98,6 +143,20 @@ class Stat:
     def of(cls, values: list[float]) -> Stat:
         return cls(*mean_and_stderr(values))
 
+    @classmethod
+    def ratio(cls, num: list[float], den: list[float]) -> Stat:
+        """sum(num) / sum(den) over the episodes where both are defined (cost per success: the
+        costs over the successes), with the delta-method standard error of a ratio of means."""
+        pairs = [(a, b) for a, b in zip(num, den) if math.isfinite(a) and math.isfinite(b)]
+        n, total = len(pairs), sum(b for _, b in pairs)
+        if not n or total <= 0:
+            return cls(math.nan, math.nan, n)
+        r = sum(a for a, _ in pairs) / total
+        if n < 2:
+            return cls(r, math.nan, n)
+        resid = sum((a - r * b) ** 2 for a, b in pairs)
+        return cls(r, math.sqrt(resid / (n * (n - 1))) / (total / n), n)
+
 
 @dataclass
 class Run:
@@ -107,6 +166,7 @@ class Run:
     records: list[dict[str, Any]]
     agg: dict[str, Any] = field(default_factory=dict)
     per_episode: list[dict[str, float]] = field(default_factory=list)
+    nodes: tuple[float, str] | None = None   # nodes per tree and its source, once measured
 
     @property
     def suite(self) -> str:
@@ -360,12 +420,57 @@ def usage_table(runs: list[Run]) -> Table | None:
     for r in runs:
         for role, u in sorted(r.agg.get("usage_by_role", {}).items()):
             rows.append([r.name, role, u.get("calls", 0.0), u.get("prompt_tokens", 0.0),
-                         u.get("completion_tokens", 0.0)])
+                         u.get("completion_tokens", 0.0), u.get("cached_tokens"),
+                         u.get("engine_s"), u.get("gpu_s")])
     if not rows:
         return None
-    return Table("usage_by_role", "LM calls and tokens per role (per task)",
-                 ["run", "role", "calls", "prompt tokens", "completion tokens"], rows,
-                 [0, 0, 2, 0, 0])
+    return Table("usage_by_role", "LM calls, tokens and compute per role (per task)",
+                 ["run", "role", "calls", "prompt tokens", "completion tokens",
+                  "cached prompt tokens", "engine s", "GPU s"], rows, [0, 0, 2, 0, 0, 0, 2, 2],
+                 "Cached prompt tokens: served by the engine's prefix cache, where the backend "
+                 "tells; GPU s: where the GPUs are known (docs/methods/recording.md).")
+
+
+def cost_table(runs: list[Run], prices: Prices) -> Table:
+    """Compute and cost per episode and per success (docs/methods/recording.md#cost)."""
+    header = ["run", "agent", "budget", "episodes", "success", "LM calls/ep", "prompt tok/ep",
+              "completion tok/ep", "cache hit share", "engine s/ep", "GPU s/ep", "tokens/success"]
+    digits = [0, 0, 1, 0, 2, 1, 0, 0, 2, 2, 2, 0]
+    if prices.given:
+        header += ["cost/ep", "cost/success"]
+        digits += [4, 4]
+    header.append("recording kB/ep")
+    digits.append(1)
+    rows = []
+    for r in runs:
+        per = r.per_episode
+        success = [p.get("success", math.nan) for p in per]
+        prompt = sum(p.get("prompt_tokens", 0.0) for p in per)
+        cached = [p.get("cached_tokens", math.nan) for p in per]
+        share = sum(cached) / prompt if prompt and all(map(math.isfinite, cached)) else math.nan
+        files, size = recording_size(r.path)
+        row: list[Cell] = [r.name, r.agg["agent"], nodes_per_tree(r)[0], r.agg["episodes"],
+                           r.stat("success"), r.stat("lm_calls"), r.stat("prompt_tokens"),
+                           r.stat("completion_tokens"), share, r.stat("engine_s"),
+                           Stat.of([prices.gpu_seconds(p) for p in per]),
+                           Stat.ratio([p.get("tokens", math.nan) for p in per], success)]
+        if prices.given:
+            costs = [prices.cost(p) for p in per]
+            row += [Stat.of(costs), Stat.ratio(costs, success)]
+        row.append(size / 1e3 / files if files else None)
+        rows.append(row)
+    note = ("Per episode: mean ± standard error over episodes; per success: the total over the "
+            "successes (delta-method standard error). Budget: nodes per tree. Cache hit share: "
+            "prompt tokens served by the prefix cache, where the backend tells.")
+    if prices.given:
+        parts = [f"{v:g} per million {k} tokens" for k, v in
+                 (("prompt", prices.prompt), ("completion", prices.completion)) if v is not None]
+        if prices.gpu_hour is not None:
+            parts.append(f"{prices.gpu_hour:g} per GPU-hour" +
+                         (f" ({prices.gpus} GPU(s) where a run did not know)"
+                          if prices.gpus is not None else ""))
+        note += " Cost: " + ", ".join(parts) + "."
+    return Table("cost", "Compute and cost", header, rows, digits, note)
 
 
 def failures_table(runs: list[Run]) -> Table:
@@ -401,6 +506,12 @@ def _find_key(options: Any, keys: tuple[str, ...]) -> float | None:
 
 def nodes_per_tree(run: Run) -> tuple[float, str]:
     """The search budget per tree and where it came from (``config`` / ``trees`` / ``-``)."""
+    if run.nodes is None:
+        run.nodes = _nodes_per_tree(run)
+    return run.nodes
+
+
+def _nodes_per_tree(run: Run) -> tuple[float, str]:
     configured = _find_key(run.config.get("agent_options") or {}, NODE_KEYS)
     if configured is not None:
         return configured, "config"
@@ -465,17 +576,28 @@ def make_plots(runs: list[Run], tables: dict[str, Table], out: Path) -> tuple[li
             caption += " No fitted line: the runs' errors do not differ."
         figs.append(Figure(f"success_vs_{key}", f"Success vs log {label}", path, caption))
     compute = tables["compute"]
-    node_pts = [plots.Point(row[0], row[2], row[4].mean, row[1]) for row in compute.rows]
+    node_pts = [plots.Point(row[0], row[2], row[4].mean, row[1], y_se=row[4].se)
+                for row in compute.rows]
     path = pdir / "scaling_nodes.png"
     if plots.scaling(node_pts, path, xlabel="nodes per tree"):
         figs.append(Figure("scaling_nodes", "Success vs nodes per tree", path,
                            "Search budget per tree (log scale); runs of one agent joined."))
-    tok_pts = [plots.Point(r.name, r.mean("tokens"), r.mean("success"), r.agg["agent"])
-               for r in runs]
-    path = pdir / "scaling_tokens.png"
-    if plots.scaling(tok_pts, path, xlabel="tokens per task"):
-        figs.append(Figure("scaling_tokens", "Success vs tokens per task", path,
-                           "Mean prompt + completion tokens per task (log scale)."))
+    cost = tables["cost"]
+    priced = "cost/ep" in cost.header
+    col = cost.header.index("cost/ep") if priced else None
+    pts = []
+    for r, row in zip(runs, cost.rows):
+        x = row[col] if priced else r.stat("tokens")
+        y = r.stat("success")
+        pts.append(plots.Point(r.name, x.mean, y.mean, r.agg["agent"], x.se, y.se))
+    xlabel = "cost per episode" if priced else "tokens per episode"
+    path = pdir / "success_vs_compute.png"
+    if plots.scaling(pts, path, xlabel=xlabel):
+        figs.append(Figure("success_vs_compute", f"Success vs {xlabel}", path,
+                           "Each agent a curve over its runs (budgets); bars: one standard "
+                           "error of the mean over episodes, both axes (log x). " +
+                           ("Cost as in the cost table." if priced else
+                            "Prompt + completion tokens; give prices for cost.")))
     gap_rows = [(r.name, r.mean("gap_exploration"), r.mean("gap_exploitation"),
                  r.mean("gap_total")) for r in runs]
     path = pdir / "gap_decomposition.png"
@@ -579,12 +701,14 @@ def diagnose_figures(runs: list[Run], pdir: Path) -> list[Figure]:
 
 
 # --- writing ---------------------------------------------------------------------------------
-def build_tables(runs: list[Run], react: Run | None) -> dict[str, Table]:
+def build_tables(runs: list[Run], react: Run | None,
+                 prices: Prices | None = None) -> dict[str, Table]:
     tables = {"summary": summary_table(runs, react)}
     for t in (gaps_table(runs), by_level_table(runs), usage_table(runs)):
         if t is not None:
             tables[t.key] = t
     tables["compute"] = compute_table(runs)
+    tables["cost"] = cost_table(runs, prices or Prices())
     tables["failures"] = failures_table(runs)
     tables.update(diagnose_tables(runs))     # runs that `clew diagnose` has read
     return tables
@@ -665,7 +789,7 @@ def default_out(run_paths: list[Path]) -> Path:
 
 
 def write_report(run_paths: list[str | Path], out: str | Path | None = None,
-                 react: str | Path | None = None) -> Report:
+                 react: str | Path | None = None, prices: Prices | None = None) -> Report:
     if not run_paths:
         raise ReportError("clew report needs at least one run directory")
     paths = [Path(p) for p in run_paths]
@@ -682,7 +806,7 @@ def write_report(run_paths: list[str | Path], out: str | Path | None = None,
             runs.append(react_run)
     out_dir = Path(out) if out else default_out(paths)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tables = build_tables(runs, react_run)
+    tables = build_tables(runs, react_run, prices)
     figs, fits = make_plots(runs, tables, out_dir)
     warn = suite_warning(runs)
     if warn:

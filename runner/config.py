@@ -66,6 +66,12 @@ class EvalConfig(BaseModel):
                                      "share of its outputs; null = never (docs/methods/parsing.md)")
     parse_failure_min_outputs: int = Field(
         50, ge=1, description="outputs a role must have read before parse_failure_rate applies")
+    record: bool = Field(
+        True, description="keep every LM request and its completions in RUN/lm/ for replay "
+                          "(docs/methods/recording.md)")
+    replay: str | None = Field(
+        None, description="answer every LM request from the recording of this run directory, "
+                          "with no model (docs/methods/recording.md)")
 
     #: keys renamed since (read with a warning; docs/architecture.md#errors)
     RENAMED: ClassVar[dict[str, str]] = {"max_steps": "max_episode_steps"}

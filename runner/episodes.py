@@ -57,6 +57,13 @@ from typing import Any
 
 from clew.agents.base import CURRENT_RUN, Agent, Decision, Episode, EpisodeOrder
 from clew.agents.lm.base import ContextLengthError, LMError
+from clew.agents.lm.recording import (
+    EPISODE,
+    Recorder,
+    RecordingError,
+    Replay,
+    ReplayMismatch,
+)
 from clew.agents.parsing import ParseFailureRate, ParseTally
 from clew.envs.base import Env, Observation, Step, Task
 from clew.envs.registry import make_for
@@ -133,7 +140,23 @@ async def run_episode(
     order: EpisodeOrder | None = None,
 ) -> dict[str, Any]:
     """Play one episode; return its record (what ``episodes.jsonl`` holds). ``parses``: the
-    run's tally, which also counts this episode's parse outcomes (and may stop the run)."""
+    run's tally, which also counts this episode's parse outcomes (and may stop the run). Its
+    LM calls are made under its key (:data:`~clew.agents.lm.recording.EPISODE`), so a recording
+    keeps them per episode."""
+    token = EPISODE.set(key or episode_key(task, 0))
+    try:
+        return await _play(agent, task, key=key, env_options=env_options, max_steps=max_steps,
+                           max_invalid_streak=max_invalid_streak, repeat_limit=repeat_limit,
+                           on_tree=on_tree, parses=parses, order=order)
+    finally:
+        EPISODE.reset(token)
+
+
+async def _play(agent: Agent, task: Task, *, key: str | None,
+                env_options: dict[str, Any] | None, max_steps: int | None,
+                max_invalid_streak: int | None, repeat_limit: int | None,
+                on_tree: Callable[[int, dict[str, Any]], None] | None,
+                parses: ParseTally | None, order: EpisodeOrder | None) -> dict[str, Any]:
     start = time.perf_counter()
     env = EpisodeRules(make_for(task, **(env_options or {})), max_steps or DEFAULT_MAX_STEPS,
                        max_invalid_streak, repeat_limit)
@@ -241,6 +264,9 @@ def _record(agent: Agent, episode: Episode, env: Env, stopped_by: str, wall: flo
         },
         **({} if episode.memory is None else {"memory": episode.memory}),
         "wall_s": round(wall, 4),
+        # engine time, busy share, GPU-seconds, cache hits per role: they vary between runs
+        # (docs/methods/recording.md#compute-accounting)
+        **({"compute": compute} if (compute := episode.usage.compute()) else {}),
     }
 
 
@@ -305,6 +331,8 @@ async def run_suite(
     progress: bool = True,
     parse_stop: tuple[float, int] | None = None,
     waves: bool = False,
+    wave_size: int | None = None,
+    lm_session: Recorder | Replay | None = None,
 ) -> dict[str, int]:
     """Play every (task, repeat) not yet finished in ``run``; return counts.
 
@@ -314,6 +342,9 @@ async def run_suite(
     order of waves (see the module docstring); a wave starts when the one before has finished.
     ``parse_stop = (rate, min_outputs)`` stops the run once a role that has read at least
     ``min_outputs`` completions in this session failed to parse more than ``rate`` of them.
+    ``wave_size``: episodes per wave (default ``concurrency``; a replay keeps the recorded
+    run's). ``lm_session``: the recording (or replay) of the run's LM calls; a finished episode's
+    calls are written before its record (docs/methods/recording.md).
     """
     token = CURRENT_RUN.set(str(run.path.resolve()))
     root = asyncio.current_task()
@@ -329,7 +360,7 @@ async def run_suite(
     aborted = False
     writer = GroupWriter(run.append_episodes)
 
-    size = max(1, concurrency)
+    size = max(1, wave_size or concurrency)
 
     async def one(position: int, task: Task, repeat: int) -> None:
         nonlocal aborted
@@ -340,6 +371,8 @@ async def run_suite(
                 return
             run.clear_trees(key)
             try:
+                if lm_session is not None:
+                    lm_session.begin(key)
                 record = await run_episode(
                     agent_factory(), task, key=key, env_options=env_options,
                     max_steps=max_steps, max_invalid_streak=max_invalid_streak,
@@ -348,20 +381,31 @@ async def run_suite(
                     order=place)
             except ParseFailureRate as exc:
                 aborted = True
+                _forget(lm_session, key)
                 raise RunAborted(
                     f"parse failures: {exc}\n{counts['finished']} episode(s) finished in this "
                     f"session are kept in {run.path}; fix the model or its prompts and rerun "
                     "with --resume (parse_failure_rate sets the threshold)") from exc
+            except RecordingError as exc:   # a damaged recording: no episode can be replayed
+                aborted = True
+                raise RunAborted(f"{exc}; {counts['finished']} episode(s) finished in this "
+                                 f"session are kept in {run.path}") from exc
             except LMError as exc:
                 aborted = True
+                _forget(lm_session, key)
                 run.append_error({"key": key, "task_id": task.id, "error": str(exc),
                                   "kind": "model"})
+                mismatch = _cause(exc, ReplayMismatch)
+                if mismatch is not None:   # one line: what differs, and what is kept
+                    raise RunAborted(f"{mismatch}; {counts['finished']} episode(s) finished "
+                                     f"in this session are kept in {run.path}") from exc
                 raise RunAborted(
                     f"model failure in episode {key}: {exc}\n{counts['finished']} episode(s) "
                     f"finished in this session are kept in {run.path}; fix the model and rerun "
                     f"with --resume") from exc
             except Exception as exc:  # noqa: BLE001 (one episode's bug fails that episode only)
                 counts["failed"] += 1
+                _forget(lm_session, key)
                 # the innermost frames: where the bug is
                 run.append_error({"key": key, "task_id": task.id,
                                   "error": f"{type(exc).__name__}: {exc}",
@@ -369,6 +413,11 @@ async def run_suite(
                 print(f"episode {key} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
                 _tick(bar, counts, parses)
                 return
+            except BaseException:   # cancelled (another episode aborted the run, SIGTERM)
+                _forget(lm_session, key)
+                raise
+            if lm_session is not None:   # the calls first: a recorded episode has them all
+                await asyncio.to_thread(lm_session.finish, key)
             await writer.append(record)
             counts["finished"] += 1
             if record["outcome"].get("stopped_by") == "context_length":
@@ -389,6 +438,20 @@ async def run_suite(
         bar.close()
         CURRENT_RUN.reset(token)
     return counts
+
+
+def _forget(session: Recorder | Replay | None, key: str) -> None:
+    """The calls of an episode that did not finish are not kept."""
+    if session is not None:
+        session.discard(key)
+
+
+def _cause(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """``exc`` or the first exception of ``kind`` it was raised from (a value role wraps the
+    model's error in its own)."""
+    while exc is not None and not isinstance(exc, kind):
+        exc = exc.__cause__
+    return exc
 
 
 def progress_note(parses: ParseTally, context_failures: int) -> str:

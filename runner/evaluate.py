@@ -4,6 +4,10 @@ An agent with a reflection memory runs in a fixed order of waves of ``concurrenc
 (:func:`~clew.runner.episodes.run_suite` with ``waves``), so what each episode retrieves does not
 depend on timing (docs/methods/reflection-memory.md#memory-order); its memory lives in the run
 directory unless the config names another, and is released when the run ends.
+
+The run's LM calls are recorded in ``RUN/lm/`` unless ``record`` is off; with ``replay`` they
+are answered from another run's recording and no model is loaded; the waves then keep the
+recorded run's size, whatever the concurrency (docs/methods/recording.md).
 """
 
 from __future__ import annotations
@@ -15,6 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from clew.agents.lm.base import LMError
+from clew.agents.lm.recording import (
+    SESSION,
+    Recorder,
+    RecordingError,
+    Replay,
+    recording_size,
+)
 from clew.agents.lm.spec import experiment_options, loaded_engine_settings
 from clew.agents.memory import close_memory
 from clew.envs.registry import env_class
@@ -164,9 +175,36 @@ def memory_dir(cfg: EvalConfig) -> str | None:
     return opts.memory.dir if opts.memory_on else None
 
 
+def lm_session(cfg: EvalConfig, run: RunDir) -> Recorder | Replay | None:
+    """The recording of the run's LM calls, the replay it answers from, or None."""
+    if cfg.replay:
+        if Path(cfg.replay).resolve() == run.path.resolve():
+            raise ConfigError(f"replay: {cfg.replay} is the run being written; replay it into "
+                              f"another --out")
+        try:
+            return Replay(cfg.replay)
+        except RecordingError as exc:
+            raise ConfigError(f"replay: {exc}") from None
+    return Recorder(run.path, wave_size=cfg.concurrency) if cfg.record else None
+
+
 def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[str, Any]]:
     tasks = select_tasks(cfg)
     run = RunDir(cfg.out or default_out(cfg))
+    session = lm_session(cfg, run)
+    token = SESSION.set(session)   # the models the agent loads are recorded, or replayed
+    try:
+        run, agg = _evaluate(cfg, tasks, run, session, progress)
+    finally:
+        SESSION.reset(token)
+    files, size = recording_size(run.path)
+    if files:
+        agg["recording"] = {"episodes": files, "bytes": size}
+    return run, agg
+
+
+def _evaluate(cfg: EvalConfig, tasks, run: RunDir, session: Recorder | Replay | None,
+              progress: bool) -> tuple[RunDir, dict[str, Any]]:
     check_agent(cfg, tasks, run.path)
     record = cfg.model_dump()
     record["agent_options"] = stored_options(cfg, run)
@@ -178,6 +216,8 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
         record["engines"] = engines
     run.open(record, resume=cfg.resume, check=lambda old: check_resume(run, old, record))
     try:
+        if session is not None:
+            session.start()
         options = live_options(cfg.agent, record["agent_options"], run)
         mem_dir = memory_dir(cfg.model_copy(update={"agent_options": options}))
         try:
@@ -188,8 +228,12 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
                 repeat_limit=cfg.repeat_limit, progress=progress, waves=mem_dir is not None,
                 parse_stop=(None if cfg.parse_failure_rate is None else
                             (cfg.parse_failure_rate, cfg.parse_failure_min_outputs)),
+                wave_size=session.wave_size if isinstance(session, Replay) else None,
+                lm_session=session,
             ))
         finally:
+            if session is not None:
+                session.close()
             if mem_dir is not None:
                 close_memory(mem_dir)
         agg = finalize(run)
@@ -200,8 +244,12 @@ def evaluate(cfg: EvalConfig, *, progress: bool = True) -> tuple[RunDir, dict[st
 
 
 def finalize(run: RunDir) -> dict[str, Any]:
-    """Write metrics.json and summary.md from the episodes on disk; return the aggregate."""
-    records = run.episodes()
+    """Write metrics.json and summary.md from the episodes on disk; return the aggregate.
+
+    Episodes are taken in key order, not in the order they finished: floating-point sums depend
+    on their order, and metrics.json is then the same whatever the concurrency (a replay's
+    matches its recorded run's byte for byte)."""
+    records = sorted(run.episodes(), key=lambda r: str(r.get("key", "")))
     doc = metrics_document(records)
     run.write_json("metrics.json", doc)
     text = summary_table([(run.path.name, doc["aggregate"])])

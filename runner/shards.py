@@ -20,6 +20,9 @@ Decisions:
   still missing.
 * Episodes are written in suite order (task order, then repeat) when the suite resolves, else by
   key. Failed episodes (``errors.jsonl``) are kept unless the episode finished in another shard.
+* Recorded LM calls (``lm/``, docs/methods/recording.md) are kept per episode, so the merged
+  run's recording is the shards' episode files of the kept episodes, and its models those of
+  every shard: the merged run replays like an unsharded one.
 * Reflection memories are per shard and are not merged (their index format belongs to the
   memory module): each shard's ``memory/`` is copied to ``shard_memory/<i>-of-<n>/``. Since a
   run records its memory folder relative to itself (absent when it is ``memory/``), shards of
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clew.agents.lm.recording import merge_recordings
 from clew.envs.suites import resolve
 from clew.records import RunDir, atomic_write_text, dumps, read_jsonl
 from clew.records.lock import LOCK_NAME
@@ -194,12 +198,17 @@ def _write_merged(run: RunDir, shards: list[Shard], kept: dict[str, tuple[dict[s
         if src.is_dir():
             shutil.copytree(src, run.tree_dir(key), ignore=skip)
             trees += sum(1 for _ in src.glob("*.json.gz"))
+    by_shard: dict[int, list[str]] = {}
+    for key in keys:
+        by_shard.setdefault(id(kept[key][1]), []).append(key)
+    recorded = merge_recordings(run.path, [(s.run.path, by_shard.get(id(s), []))
+                                           for s in shards])
     for s in shards:
         mem = shard_memory(s)
         if mem is not None and mem.is_dir():
             shutil.copytree(mem, run.path / "shard_memory" / s.label, ignore=skip)
     finalize(run)
-    return {"errors": len(errors), "trees": trees}
+    return {"errors": len(errors), "trees": trees, "recorded": recorded}
 
 
 def shard_memory(shard: Shard) -> Path | None:

@@ -101,3 +101,24 @@ def mcts_tree(seed: int, sims: int, wave_size: int = 1, pipeline: bool = False) 
     cfg = MCTSConfig(branching_factor=3, n_simulations=sims, max_depth_actions=4,
                      wave_size=wave_size, wave_pipeline=pipeline)
     return tree_to_dict(asyncio.run(MCTS(cfg).plan(RandomHooks(seed), "root obs")).tree)
+
+
+def compute_runs(root: Path) -> list[Path]:
+    """Three agents at three budgets (nodes per tree 2, 5, 10): four episodes each, whose
+    success, tokens and engine and GPU time grow with the budget, for the cost report."""
+    paths = []
+    for a, agent in enumerate(("react", "mcts", "rmcts")):
+        for nodes in (2, 5, 10):
+            recs = []
+            for i in range(4):
+                tokens = 100 * nodes * (a + 1) + 10 * i
+                recs.append(record(
+                    i, success=i < min(4, 1 + nodes // 4 + a), agent=agent,
+                    usage={"policy": {"prompt_tokens": tokens, "completion_tokens": tokens // 10,
+                                      "calls": nodes}},
+                ) | {"compute": {"policy": {"engine_s": 0.1 * tokens, "busy_s": 0.01 * tokens,
+                                            "gpu_s": 0.01 * tokens,
+                                            "cached_tokens": tokens // 2}}})
+            paths.append(write_run(root / f"{agent}-{nodes}", recs, agent=agent,
+                                   agent_options={"n_simulations": nodes}))
+    return paths

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from clew.cli.main import main
+from clew.runner.config import PRESETS
 from toyenv import line_task, register
 
 register()
@@ -119,6 +120,95 @@ def test_debug_shows_the_traceback(cwd, capsys):
     assert main(["eval", "--agent", "react", "--suite", SUITE, "--debug"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" in err and "error: agent 'react' needs a model" in err
+
+
+# --- every command that takes a model checks it before any work --------------------------------
+
+@pytest.fixture
+def folders(cwd):
+    """A folder holding only a LoRA adapter, and one holding neither a model nor an adapter."""
+    adapter, empty = cwd / "el-lora", cwd / "empty"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps(
+        {"base_model_name_or_path": "runs/models/tiny", "r": 8}))
+    empty.mkdir()
+    return adapter, empty
+
+
+@pytest.mark.parametrize("command, agent, model, needles", [
+    ("eval", "distilled", "hf:/no/such/folder", ["agent_options.model",
+                                                 "/no/such/folder does not exist"]),
+    ("eval", "react", "nope:Qwen/Qwen2.5-0.5B", ["unknown backend 'nope'"]),
+    ("eval", "distilled", "hf:el-lora", ["LoRA adapter without its base", "hf:BASE+lora:el-lora",
+                                         "runs/models/tiny"]),
+    ("eval", "distilled", "vllm:empty", ["empty holds no model"]),
+    ("eval", "react", "hf:tiny:m+lora:empty", ["empty holds no LoRA adapter"]),
+    ("eval", "policy-only", "hf:/no/such/folder", ["/no/such/folder does not exist"]),
+    ("search", "rmcts", "hf:/no/such/folder", ["agent_options.model", "does not exist"]),
+    ("search", "mcts", "hf:el-lora", ["LoRA adapter without its base"]),
+])
+def test_a_bad_model_is_refused_up_front(folders, cwd, capsys, command, agent, model, needles):
+    one_error(capsys, [command, "--agent", agent, "--model", model, "--suite", SUITE,
+                       "--out", "runs/x"], *needles)
+    assert not (cwd / "runs").exists()
+
+
+@pytest.mark.parametrize("override, needles", [
+    ("agent_options.distilled_policy.model=hf:/no/such/folder",
+     ["agent_options.distilled_policy.model", "does not exist"]),
+    ("agent_options.role_models.value=hf:el-lora", ["agent_options.role_models.value",
+                                                    "LoRA adapter without its base"]),
+])
+def test_nested_models_of_search_agents_are_checked(folders, cwd, capsys, override, needles):
+    agent = "mcts-distilled-policy" if "distilled_policy" in override else "rmcts"
+    args = ["search", "--agent", agent, "--suite", SUITE, "--out", "runs/x", override]
+    if agent == "rmcts":
+        args += ["--model", "fake:Next action: up"]
+    one_error(capsys, args, *needles)
+    assert not (cwd / "runs").exists()
+
+
+@pytest.mark.parametrize("model, needles", [
+    ("/no/such/folder", ["model: '/no/such/folder'", "does not exist"]),
+    ("hf:/no/such/folder", ["does not exist"]),
+    ("vllm:Qwen/Qwen2.5-0.5B", ["not the 'vllm' backend"]),
+    ("el-lora", ["LoRA adapter without its base"]),
+    ("hf:tiny:m+lora:el-lora", ["not base+adapter"]),
+])
+def test_clew_train_checks_its_base_model_up_front(folders, cwd, capsys, model, needles):
+    (cwd / "d.jsonl").write_text(json.dumps({"messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "up"}]}) + "\n")
+    one_error(capsys, ["train", "--config", "lora-tiny", "--model", model, "--data", "d.jsonl",
+                       "--out", "out"], *needles)
+    assert not (cwd / "out").exists()
+
+
+def test_clew_train_merge_only_needs_an_adapter_folder(folders, cwd, capsys):
+    one_error(capsys, ["train", "--merge-only", "empty", "--out", "merged"],
+              "--merge-only", "not a LoRA adapter folder")
+    one_error(capsys, ["train", "--merge-only", "el-lora", "--model", "/no/base", "--out",
+                       "merged"], "--model", "does not exist")
+    assert not (cwd / "merged").exists()
+
+
+@pytest.mark.parametrize("where, needles", [
+    ("baseline", ["baselines.2.agent_options.model", "/no/such/folder does not exist"]),
+    ("round", ["round_agents.0.agent_options.model", "LoRA adapter without its base"]),
+    ("train", ["train.model", "/no/base does not exist"]),
+])
+def test_clew_loop_checks_every_model_before_its_first_stage(folders, cwd, capsys, where,
+                                                             needles):
+    config = yaml.safe_load((PRESETS / "loop" / "demo.yaml").read_text())
+    if where == "baseline":
+        config["baselines"].append({"label": "lm", "agent": "react",
+                                    "agent_options": {"model": "hf:/no/such/folder"}})
+    elif where == "round":
+        config["round_agents"][0]["agent_options"]["model"] = "hf:el-lora"
+    else:
+        config["train"]["model"] = "/no/base"
+    (cwd / "loop.yaml").write_text(yaml.safe_dump(config))
+    one_error(capsys, ["loop", "--config", "loop.yaml", "--out", "runs/loop"], *needles)
+    assert not (cwd / "runs").exists()
 
 
 # --- item 7: agents declare the families they play and whether they need a model -------------

@@ -24,7 +24,8 @@ TASKS = {"gridmap": ("gridmap-mini:test", 0), "rooms": ("rooms-v2-4x4:test", 0),
          "hill": ("paper-003-main:test", 0), "tree": ("paper-003-main:test", 2),
          "maxsat": ("paper-003-main:test", 5), "textminigrid": ("textminigrid-v1:test", 0)}
 FAMILIES = tuple(TASKS)
-ROLES = ("policy", "react", "distilled", "value", "judge", "rubric", "reflection", "debate")
+ROLES = ("policy", "react", "distilled", "value", "judge", "rubric", "reflection", "debate",
+         "expect")
 MIN_CASES = 15
 
 
@@ -80,6 +81,9 @@ def test_distilled_replies(case):
     decision = decide(case["text"], [0, 1, 2], case.get("finish_reason", "stop"))
     got = None if "parse_error" in decision.info else decision.action
     assert got == case["expect"]
+    if "env" in case:                 # what the agent executes: the env reads the answer text
+        env = env_for(case["env"], case.get("max_actions", 3))
+        assert (env.parse_action(got) if got else None) == case["executes"]
 
 
 @pytest.mark.parametrize("case", cases("roles", "value") + cases("roles", "judge"))
@@ -92,7 +96,8 @@ def test_rubrics(case):
     assert parse_rubric(case["text"], case.get("finish_reason", "stop")) == case["expect"]
 
 
-@pytest.mark.parametrize("case", cases("roles", "reflection") + cases("roles", "debate"))
+@pytest.mark.parametrize("case", cases("roles", "reflection") + cases("roles", "debate")
+                         + cases("roles", "expect"))
 def test_free_text(case):
     assert parse_free_text(case["text"], case.get("finish_reason", "stop")) == case["expect"]
 
@@ -110,7 +115,8 @@ def readers():
                                                          t, finish_reason=r))
                 for c in load(CORPUS / "roles" / f"{role}.yaml")]
     for role, fn in (("value", parse_status), ("judge", parse_status), ("rubric", parse_rubric),
-                     ("reflection", parse_free_text), ("debate", parse_free_text)):
+                     ("reflection", parse_free_text), ("debate", parse_free_text),
+                     ("expect", parse_free_text)):
         out += [(role, c, fn) for c in load(CORPUS / "roles" / f"{role}.yaml")]
     return out
 

@@ -123,6 +123,12 @@ def test_legal_actions_are_the_admissible_moves():
     ("Action: Down", "down"), ("`left`.", "left"), ("**RIGHT**", "right"),
     ("Left is blocked, so I will move up.", "up"), ("I think going right is best", "right"),
     ("hmm, not sure", None), ("", None), ("left or right?", None), (None, None),
+    # direction words in another sense are no move
+    ("There is nothing left to do.", None), ("That's right.", None), ("I have 2 moves left", None),
+    ("I'll pick up the pace.", None), ("Right now I am unsure.", None),
+    ("Nothing is left here, so I will go down.", "down"), ("The best move is left.", "left"),
+    ("Move to the right.", "right"), (r"$\boxed{\text{up}}$", "up"),
+    ("No more steps left.", None), ("Is there any move left?", None),
 ])
 def test_parse_messy_output(text, want):
     assert parse_direction(text) == want

@@ -58,3 +58,23 @@ def test_baselines_leave_the_metric_registry_as_it_was():
     load("baselines_003").main(["--suites", "main", "--runs-scale", "0.001", "--table",
                                 "/dev/null"])
     assert METRICS == before
+
+
+def test_instance_stats_rooms_parts(tmp_path, capsys):
+    bench = load("instances_stats")
+    table = tmp_path / "r.md"
+    assert bench.main(["--part", "rooms-variants,rooms-typical", "--layouts", "1", "--runs",
+                       "1", "--table", str(table)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:-1]
+    variants = [r for r in rows if r["part"] == "rooms"]
+    assert [r["options"] for r in variants] == bench.VARIANTS
+    assert all(r["size"] == "pooled" and r["runs"] == 3 for r in variants)
+    budgets = [r["door_budget"] for r in variants[:5]]   # C grows with the factor
+    assert budgets == sorted(budgets) and budgets[0] < budgets[-1]
+    typical = [r for r in rows if r["part"] == "rooms-typical"]
+    assert [r["size"] for r in typical] == ["4x4", "5x5", "7x7"]
+    assert all(r["layouts"] == 2 and 0 <= r["gap_exploration"] <= 1 for r in typical)
+    text = table.read_text()
+    assert "door_budget_factor 1.5" in text and "typical-test rule" in text
+    assert bench.main(["--part", "rooms-budget"]) == 2
+    assert "choose from" in capsys.readouterr().err

@@ -98,3 +98,23 @@ def test_tiny_spec_builds_the_local_model_on_first_use(tmp_path):
                                                                          temperature=0.0))
     out = asyncio.run(lm.complete(req))
     assert len(out) == 1 and out[0].usage.completion_tokens >= 1
+
+
+def test_check_model_accepts_what_loads_and_names_what_does_not(tmp_path):
+    from clew.agents.lm.spec import check_model
+
+    base, adapter = tmp_path / "base", tmp_path / "lora"
+    base.mkdir()
+    adapter.mkdir()
+    (base / "config.json").write_text("{}")
+    (adapter / "adapter_config.json").write_text("{}")
+    for good in (f"hf:{base}", f"vllm:{base}+lora:{adapter}", f"hf:tiny:{tmp_path}/new",
+                 "vllm:Qwen/Qwen2.5-0.5B-Instruct", "openai:http://h:1/v1#m", "fake:up"):
+        assert check_model(good).raw == good
+    for bad, why in ((f"hf:{adapter}", "LoRA adapter without its base"),
+                     (f"hf:{tmp_path}", "holds no model"),
+                     (f"hf:{base}+lora:{base}", "holds no LoRA adapter"),
+                     (f"hf:{base}+lora:{tmp_path}/gone", "does not exist"),
+                     ("hfx:m", "unknown backend")):
+        with pytest.raises(ModelSpecError, match=why):
+            check_model(bad)

@@ -82,9 +82,10 @@ def rmcts_run(path, lm):
 
 
 def without_timings(rec: dict) -> dict:
-    rec = dict(rec)
-    rec.pop("wall_s")
-    return rec
+    """The record without what varies between runs: its wall time and its calls' compute."""
+    from clew.records.rundir import VOLATILE
+
+    return {k: v for k, v in rec.items() if k not in VOLATILE}
 
 
 def memory_records(path, name):

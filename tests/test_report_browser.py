@@ -11,10 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from clew.reports.report import write_report
+from clew.reports.report import Prices, write_report
 from clew.reports.tree_view import write_view
 from clew.search.tree import save_tree
-from report_fixtures import mcts_tree, record, write_run
+from report_fixtures import compute_runs, mcts_tree, record, write_run
 
 pytestmark = pytest.mark.browser
 
@@ -117,3 +117,27 @@ def test_tree_viewer_expands_nodes_and_replays(page, tmp_path):
     page.click("#replay-end")
     assert page.locator("li.tree-node:visible").count() == visible_final
     assert page.errors == []
+
+
+def test_cost_table_and_success_against_compute_plot(page, tmp_path):
+    runs = compute_runs(tmp_path)   # three agents at three budgets
+    rep = write_report(runs, tmp_path / "report",
+                       prices=Prices(prompt=1.0, completion=2.0, gpu_hour=3.0))
+    page.goto((rep.out / "report.html").as_uri())
+    assert page.errors == []
+    cost = page.locator("#table-cost")
+    assert cost.locator("tbody tr").count() == 9
+    headers = cost.locator("thead th").all_inner_texts()
+    for column in ("cost/ep", "cost/success", "GPU s/ep", "tokens/success"):
+        assert column in [h.replace("\u200b", "") for h in headers]
+    text = cost.inner_text()
+    assert all(agent in text for agent in ("react", "mcts", "rmcts"))
+    plot = page.locator("#plot-success_vs_compute")
+    assert plot.is_visible()
+    assert plot.evaluate("img => img.complete && img.naturalWidth") > 100
+    caption = page.locator("figure", has=plot).inner_text()
+    assert "Success vs cost per episode" in caption and "standard error" in caption
+    # the plot's points are the table's: one curve per agent over its three budgets
+    rows = rep.tables["cost"].rows
+    assert sorted({(row[1], row[2]) for row in rows}) == sorted(
+        (a, float(n)) for a in ("react", "mcts", "rmcts") for n in (2, 5, 10))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from clew.cli.main import main
 from clew.reports.plots import fit_line
-from clew.reports.report import ReportError, write_report
+from clew.reports.report import Prices, ReportError, write_report
 from clew.search.tree import save_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -162,7 +162,7 @@ def test_plots_written_and_fit_matches_numpy(runs, tmp_path):
         for i, (s, e) in enumerate([(True, 0.1), (True, 0.1), (True, 0.1), (False, 0.1)])])
     rep = write_report([search, react, third, fourth], tmp_path / "out")
     names = {p.name for p in (rep.out / "plots").glob("*.png")}
-    assert {"success_vs_exploration_error.png", "scaling_nodes.png", "scaling_tokens.png",
+    assert {"success_vs_exploration_error.png", "scaling_nodes.png", "success_vs_compute.png",
             "gap_decomposition.png"} <= names
     for p in (rep.out / "plots").glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -265,3 +265,67 @@ def test_levels_are_the_ones_each_family_declares(tmp_path):
     assert [(r["parameter"], r["level"], float(r["mixed success"])) for r in rows] == [
         ("presets.dag_level", "easy", 1.0), ("presets.dag_level", "hard", 0.0),
         ("difficulty", "easy", 1.0), ("difficulty", "hard", 0.0)]
+
+
+# --- compute and cost (docs/methods/recording.md#cost) -----------------------------------------
+def costed(i: int, success: bool, prompt: int, completion: int, compute: dict) -> dict:
+    return record(i, success=success, usage=usage(prompt, completion, 2)) | {
+        "compute": {"policy": compute}}
+
+
+def test_cost_table_from_prices_tokens_and_gpu_seconds(tmp_path):
+    # a run on a GPU the backend knew: GPU-seconds recorded; costs differ per episode
+    gpu = write_run(tmp_path / "gpu", [
+        costed(i, s, p, 100, {"engine_s": 2.0, "busy_s": 1.0 + i, "gpu_s": 1.0 + i,
+                              "cached_tokens": p // 4})
+        for i, (s, p) in enumerate([(True, 1000), (True, 2000), (False, 3000), (False, 4000)])])
+    # a run against a server: no GPU count, so --gpus turns busy seconds into GPU-seconds
+    server = write_run(tmp_path / "server", [
+        costed(0, True, 3000, 0, {"engine_s": 5.0, "busy_s": 4.0}),
+        costed(1, False, 3000, 0, {"engine_s": 5.0, "busy_s": 4.0})])
+    prices = Prices(prompt=1.0, completion=2.0, gpu_hour=3.6, gpus=2)
+    rep = write_report([gpu, server], tmp_path / "out", prices=prices)
+    rows = {r["run"]: r for r in read_csv(rep.out / "tables" / "cost.csv")}
+    costs = np.array([p / 1e6 + 100 * 2 / 1e6 + (1.0 + i) / 3600 * 3.6
+                      for i, p in enumerate([1000, 2000, 3000, 4000])])
+    wins = np.array([1.0, 1.0, 0.0, 0.0])
+    g = rows["gpu"]
+    assert float(g["cost/ep"]) == pytest.approx(costs.mean())
+    assert float(g["cost/ep se"]) == pytest.approx(costs.std(ddof=1) / 2)
+    r = costs.sum() / wins.sum()
+    assert float(g["cost/success"]) == pytest.approx(r)
+    # the delta method: var(mean c - r mean s) / mean(s)^2, from numpy's variances
+    cov = np.cov(costs, wins)
+    var = (cov[0, 0] - 2 * r * cov[0, 1] + r * r * cov[1, 1]) / len(costs)
+    assert float(g["cost/success se"]) == pytest.approx(math.sqrt(var) / wins.mean())
+    assert float(g["GPU s/ep"]) == pytest.approx(2.5)
+    assert float(g["engine s/ep"]) == pytest.approx(2.0)
+    assert float(g["cache hit share"]) == pytest.approx(0.25)
+    assert float(g["tokens/success"]) == pytest.approx((10000 + 400) / 2)
+    s = rows["server"]
+    assert float(s["GPU s/ep"]) == pytest.approx(8.0)        # 4 busy seconds x 2 GPUs
+    assert float(s["cost/ep"]) == pytest.approx(3000 / 1e6 + 8.0 / 3600 * 3.6)
+    assert float(s["cost/success"]) == pytest.approx(2 * float(s["cost/ep"]))
+    assert s["cache hit share"] == ""                          # the server did not tell
+    assert "3.6 per GPU-hour (2 GPU(s) where a run did not know)" in rep.tables["cost"].note
+    # without --gpus a server's GPU time is unknown, and so is a cost per GPU-hour
+    rep = write_report([server], tmp_path / "out2", prices=Prices(gpu_hour=3.6))
+    row = read_csv(rep.out / "tables" / "cost.csv")[0]
+    assert row["GPU s/ep"] == "" and row["cost/ep"] == ""
+    # without prices: compute only, and the compute plot is against tokens
+    rep = write_report([gpu, server], tmp_path / "out3")
+    assert "cost/ep" not in rep.tables["cost"].header
+    assert next(f.title for f in rep.figures if f.key == "success_vs_compute") == \
+        "Success vs tokens per episode"
+
+
+def test_cli_report_prices(runs, tmp_path, capsys):
+    search, _ = runs
+    assert main(["report", str(search), "--out", str(tmp_path / "r"), "--price-tokens", "0.5",
+                 "--price-completion", "1.5"]) == 0
+    out = capsys.readouterr().out
+    assert "### Compute and cost" in out
+    assert "0.5 per million prompt tokens, 1.5 per million completion tokens" in out
+    assert main(["report", str(search), "--out", str(tmp_path / "r"),
+                 "--price-gpu-hour", "-1"]) == 2
+    assert "price gpu_hour: must be a number >= 0" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """Dark Treasure Rooms env: rules, multi-episode runs, prompts, snapshots (docs/methods/envs.md#dark-treasure-rooms)."""
 
 import json
+import math
 
 import pytest
 from clew.envs.base import Task
@@ -187,7 +188,11 @@ def test_registry_make_and_generate_are_deterministic():
     assert a == b and a.to_json() == b.to_json()
     assert generate("rooms", {"size": 5}, 8) != a
     layout = Layout.from_dict(a.params["layout"])
-    assert layout.door_budget == layout.eccentricity  # C = eccentricity of the start (docs/methods/envs.md#dark-treasure-rooms)
+    # the current generator (version 3): C = ⌈1.5 · the start's eccentricity⌉
+    assert layout.door_budget == math.ceil(1.5 * layout.eccentricity)
+    v2 = Layout.from_dict(generate("rooms", {"size": 5, "generator_version": 2}, 7)
+                          .params["layout"])
+    assert v2.door_budget == v2.eccentricity  # version 2: C = the start's eccentricity
     assert env.reset(a).text.startswith("Episode 1:\nYou see: ")
     Task.from_dict(json.loads(a.to_json()))  # JSON round trip
     with pytest.raises(ValueError, match="unknown param"):

@@ -19,7 +19,10 @@ VISIBLE = ["dodger_blue door", "tangerine door", "midnight_blue ball"]
     ("<think>long reasoning</think> <dodger_blue door>", "dodger_blue door"),
     ("tangerine door", "tangerine door"),  # a bare canonical action
     ("  Tangerine door \n", "tangerine door"),
-    ("<midnight_blue ball> or <tangerine door>", "tangerine door"),  # the last answer wins
+    ("<midnight_blue ball> or <tangerine door>", "midnight_blue ball"),  # the first span
+    ("<tangerine door> now; later maybe <midnight_blue ball>", "tangerine door"),
+    ("Options: <midnight_blue ball>, <tangerine door>\nAnswer: <tangerine door>",
+     "tangerine door"),  # an answer label is read before the whole reply
     ("e.g. <door>. Then <tangerine door>", "tangerine door"),  # the example names nothing
     ("Answer: <tangerine door>\n\nNot <midnight_blue ball>: it is far.", "tangerine door"),
     ("### Answer\n**<Tangerine Door>**", "tangerine door"),

@@ -30,6 +30,16 @@ PINNED = {
     "rooms-7x7-exploit": ("e9273eda746c547fec00e736d125ce397ca0ef4d7ac2f02831862504b8e7a58d", 40),
     "rooms-7x7-explore": ("52641373c887028a2f8aec9838e35236012425fb654f01bd0d7fbce2fcc15174", 40),
     "rooms-v1": ("4ea65eb3b55e1e50395dc7e6156b3103215e3a2c6f8fb59f855eaf903b1692e9", 120),
+    # version 2 of the rooms suites, as on main at f214677, before version 3 existed
+    "rooms-v2": ("b8ddeee01a70366d89fd07c39ab21c0a685a8ba13bb68747ab1fa9e1c6a911e8", 120),
+    "rooms-v2-4x4": ("c60d18be7409f490fa0381549b94dbb44e3b2288fa1da9853abff6c9d1b6be62", 40),
+    "rooms-v2-5x5": ("14da09472545f0e22b1598ff962cdd0fe4313bb00f699508c1e9891a36f20a85", 40),
+    "rooms-v2-7x7": ("cb2d6b6fba74522c5734a6a9a45efd8a9905b341d5d423e10f4e1e74801f8c4e", 40),
+    "rooms-v2-7x7-exploit":
+        ("672278ead842d0c35fb396265fcd44f1d1d7fee12e6d95086b28b32955e5efc8", 40),
+    "rooms-v2-7x7-explore":
+        ("25ce139e7c12a9cd6408ab6019d1bae66c77cb125b2904eec35c4ee3c5a6db0a", 40),
+    "exploration-v2": ("2f8a7373f6d1f51b79c95217dc6f463e0f9239e14a689dfbdc150962e47ac5a1", 24),
 }
 
 
@@ -66,9 +76,10 @@ def test_clew_suites_says_which_version_is_current(capsys):
 
     assert main(["suites"]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
-    assert "superseded by rooms-v2" in lines["rooms-v1"]
+    assert "superseded by rooms-v3" in lines["rooms-v1"]
+    assert "superseded by rooms-v3" in lines["rooms-v2"]
     assert "superseded by paper-003-main" in lines["paper-003-main-v1"]
-    for name in ("gridmap-v2", "rooms-v2", "exploration-v2", "paper-003-main"):
+    for name in ("gridmap-v2", "rooms-v3", "exploration-v2", "paper-003-main"):
         assert " current " in lines[name]
 
 

@@ -15,6 +15,7 @@ else with :func:`estimate_tokens`, a deliberate over-estimate. Roles fit their p
 from __future__ import annotations
 
 import re
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,13 +125,43 @@ class Completion:
     logprobs: list[Any] | None = None
 
 
+class BusyClock:
+    """Splits a model's busy time among the requests in flight (docs/methods/recording.md#compute-accounting):
+    while k requests are in flight each is charged 1/k of the elapsed time, so the shares of all
+    requests add up to the time the model had any request in flight."""
+
+    def __init__(self) -> None:
+        self.in_flight = 0
+        self.last = 0.0
+        self.charged = 0.0   # seconds charged to each request in flight since the clock began
+
+    def _advance(self, now: float) -> float:
+        if self.in_flight:
+            self.charged += (now - self.last) / self.in_flight
+        self.last = now
+        return self.charged
+
+    def start(self, now: float) -> float:
+        mark = self._advance(now)
+        self.in_flight += 1
+        return mark
+
+    def stop(self, now: float, mark: float) -> float:
+        """The share of the request started at ``mark``."""
+        share = self._advance(now) - mark
+        self.in_flight -= 1
+        return share
+
+
 class LanguageModel(ABC):
     """Base of all backends. ``spec`` is the model spec string it was built from;
     ``context_length`` the tokens one request may hold, prompt and completion (None: unknown,
-    prompts are not fitted)."""
+    prompts are not fitted); ``gpus`` the GPUs the model runs on, where the backend knows them
+    (None: unknown, e.g. behind a server)."""
 
     spec: str = ""
     context_length: int | None = None
+    gpus: int | None = None
 
     def count_tokens(self, messages: list[Message]) -> int:
         """Tokens of the chat prompt ``messages``; default: :func:`estimate_tokens`."""
@@ -141,8 +172,23 @@ class LanguageModel(ABC):
         """Complete each request with ``request.sampling.n`` samples."""
 
     async def complete(self, request: ChatRequest) -> list[Completion]:
-        """Convenience for one request."""
-        return (await self.generate([request]))[0]
+        """One request, timed: its completions carry the request's engine and busy time
+        (:class:`~clew.agents.usage.Usage`; docs/methods/recording.md#compute-accounting)."""
+        clock = self.__dict__.get("_busy_clock")
+        if clock is None:   # backends do not call a base __init__: made on first use
+            clock = self._busy_clock = BusyClock()
+        start = time.perf_counter()
+        mark = clock.start(start)
+        try:
+            completions = (await self.generate([request]))[0]
+        finally:
+            end = time.perf_counter()
+            share = clock.stop(end, mark)
+        engine_us, busy_us = round((end - start) * 1e6), round(share * 1e6)
+        gpu_us = None if self.gpus is None else busy_us * self.gpus
+        for c in completions:
+            c.usage.engine_us, c.usage.busy_us, c.usage.gpu_us = engine_us, busy_us, gpu_us
+        return completions
 
     async def aclose(self) -> None:
         return None
@@ -166,11 +212,14 @@ class LocalTokenizerModel(LanguageModel):
 
 
 def request_usage(completions: list[Completion]) -> Usage:
-    """Usage of one request: the prompt is counted once, completions summed, one call."""
+    """Usage of one request: the prompt (its cached part and the request's times too) counted
+    once, completions summed, one call."""
     if not completions:
         return Usage(calls=1)
+    first = completions[0].usage
     return Usage(
-        prompt_tokens=completions[0].usage.prompt_tokens,
+        prompt_tokens=first.prompt_tokens,
         completion_tokens=sum(c.usage.completion_tokens for c in completions),
-        calls=1,
+        calls=1, cached_tokens=first.cached_tokens, engine_us=first.engine_us,
+        busy_us=first.busy_us, gpu_us=first.gpu_us,
     )

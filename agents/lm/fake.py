@@ -12,6 +12,7 @@ asking for choices always reads one of them.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable, Sequence
 
 from clew.agents.lm.base import (
@@ -31,7 +32,10 @@ Responder = Callable[[ChatRequest, int], str]
 class FakeLM(LanguageModel):
     """``script`` is a sequence of texts used in order, or ``responder(request, i) -> text``.
 
-    ``latency`` (seconds) makes each ``generate`` call sleep, to model a server. A text that is an
+    ``latency`` (seconds) makes each ``generate`` call sleep, to model a server; ``jitter``
+    (seconds) adds a random delay up to that much, drawn without a seed, so that concurrent calls
+    finish in another order on every run. ``gpus`` says how many GPUs the model pretends to run
+    on (for compute accounting; None: unknown, like a server). A text that is an
     ``Exception`` instance is raised instead of returned (to test failure handling). A
     ``(text, finish_reason)`` pair sets the finish reason (``"length"``: cut by the token limit).
     ``context_length`` (tokens, counted by the base class's estimate) makes it refuse longer
@@ -39,10 +43,12 @@ class FakeLM(LanguageModel):
     """
 
     def __init__(self, script: Sequence[str | Exception | tuple[str, str]] | Responder = (),
-                 latency: float = 0.0, spec: str = "fake", context_length: int | None = None):
+                 latency: float = 0.0, spec: str = "fake", context_length: int | None = None,
+                 jitter: float = 0.0, gpus: int | None = None):
         self.script = script
         self.context_length = context_length
-        self.latency = latency
+        self.latency, self.jitter, self.gpus = latency, jitter, gpus
+        self._rng = random.Random()   # unseeded on purpose: the timing differs per run
         self.spec = spec
         self.calls: list[ChatRequest] = []
         self.batches: list[int] = []
@@ -63,8 +69,8 @@ class FakeLM(LanguageModel):
     async def generate(self, requests: list[ChatRequest]) -> list[list[Completion]]:
         self.calls.extend(requests)
         self.batches.append(len(requests))
-        if self.latency:
-            await asyncio.sleep(self.latency)
+        if self.latency or self.jitter:
+            await asyncio.sleep(self.latency + self._rng.uniform(0.0, self.jitter))
         out = []
         for req in requests:
             if self.context_length is not None:

@@ -98,6 +98,7 @@ class HFModel(LocalTokenizerModel):
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = device
+        self.gpus = 1 if device.startswith("cuda") else None   # compute accounting
         if dtype is None:
             dtype = "float32" if device == "cpu" else "auto"
         torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)

@@ -257,6 +257,8 @@ def _completions(resp: Any, n: int, name: str) -> list[Completion]:
     prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
     total = int(getattr(usage, "completion_tokens", 0) or 0)
     share, extra = divmod(total, n)
+    # prefix-cache hits, where the server tells (vLLM's with --enable-prompt-tokens-details)
+    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
     out = []
     for i, c in enumerate(choices):
         logprobs = None
@@ -267,5 +269,6 @@ def _completions(resp: Any, n: int, name: str) -> list[Completion]:
                                           for x in (t.top_logprobs or [])]}
                         for t in content]
         out.append(Completion(c.message.content or "", c.finish_reason or "stop",
-                              Usage(prompt, share + (1 if i < extra else 0), 1), logprobs))
+                              Usage(prompt, share + (1 if i < extra else 0), 1,
+                                    cached if isinstance(cached, int) else None), logprobs))
     return out

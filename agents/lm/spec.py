@@ -37,6 +37,7 @@ rerun with another tensor-parallel size or a lower memory fraction continues the
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, replace
 from importlib.util import find_spec
 from pathlib import Path
@@ -45,6 +46,7 @@ from typing import Any
 from clew.agents.lm.base import LanguageModel, LMError
 from clew.agents.lm.fake import FakeLM
 from clew.agents.lm.openai_backend import OpenAIModel
+from clew.agents.lm.recording import SESSION
 from clew.agents.lm.tiny import build_tiny_model
 from clew.agents.lm.vllm_backend import VLLMModel
 
@@ -178,7 +180,20 @@ def _agrees(asked: dict[str, Any], built: dict[str, Any]) -> bool:
 
 
 def load_model(spec: str | LanguageModel, *, shared: bool = True, **options: Any) -> LanguageModel:
-    """Build the backend a spec names (a LanguageModel passes through unchanged)."""
+    """Build the backend a spec names (a LanguageModel passes through unchanged).
+
+    While a run records its LM calls, the model comes wrapped by the recording; while a run is
+    replayed, no model is built: the replay answers for it (docs/methods/recording.md)."""
+    session = SESSION.get()
+    if session is not None and session.replaying:
+        if isinstance(spec, str):
+            parse_spec(spec)
+        return session.model(spec)
+    model = _load(spec, shared, options)
+    return model if session is None else session.model(model)
+
+
+def _load(spec: str | LanguageModel, shared: bool, options: dict[str, Any]) -> LanguageModel:
     if isinstance(spec, LanguageModel):
         return spec
     parsed = parse_spec(spec)
@@ -217,6 +232,44 @@ def check_local_paths(parsed: ModelSpec) -> None:
     for what, name in (("model folder", parsed.model), ("adapter folder", parsed.adapter)):
         if name and _looks_local(name) and not Path(name).expanduser().exists():
             raise ModelSpecError(f"model {parsed.raw}: the {what} {name} does not exist")
+
+
+def check_model(spec: str) -> ModelSpec:
+    """What can be known about a model spec without loading it (docs/architecture.md, "Language
+    models"), checked before any work: it parses (a known backend); a model or adapter written
+    as a local path exists; a local model folder holds a model (``config.json``), and not only a
+    LoRA adapter, which needs its base named (``hf:BASE+lora:ADAPTER``); a local adapter folder
+    holds an adapter (``adapter_config.json``). ``tiny:`` models (built on first use), hub ids
+    and servers are not looked at. Raises :class:`ModelSpecError`; returns the parsed spec."""
+    parsed = parse_spec(spec)
+    if parsed.backend not in ("hf", "vllm"):
+        return parsed
+    tiny = parsed.model.startswith("tiny:")  # built on first use: only its adapter is checked
+    check_local_paths(replace(parsed, model="") if tiny else parsed)
+    model = Path(parsed.model).expanduser()
+    if not tiny and model.is_dir() and not (model / "config.json").exists():
+        if (model / "adapter_config.json").exists():
+            base = _adapter_base(model)
+            raise ModelSpecError(
+                f"model {parsed.raw}: {parsed.model} is a LoRA adapter without its base model; "
+                f"name both: {parsed.backend}:BASE{LORA_SEP}{parsed.model}"
+                + (f" (the adapter was trained on {base})" if base else ""))
+        raise ModelSpecError(f"model {parsed.raw}: the model folder {parsed.model} holds no "
+                             f"model (no config.json)")
+    if parsed.adapter:
+        adapter = Path(parsed.adapter).expanduser()
+        if adapter.is_dir() and not (adapter / "adapter_config.json").exists():
+            raise ModelSpecError(f"model {parsed.raw}: the adapter folder {parsed.adapter} holds "
+                                 f"no LoRA adapter (no adapter_config.json)")
+    return parsed
+
+
+def _adapter_base(folder: Path) -> str | None:
+    try:
+        return json.loads((folder / "adapter_config.json").read_text()).get(
+            "base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _importable(module: str) -> bool:

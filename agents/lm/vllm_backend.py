@@ -300,6 +300,9 @@ class VLLMModel(LocalTokenizerModel):
             raise LMError(f"{self.name}: the vLLM engine did not start: "
                           f"{type(e).__name__}: {e}") from e
         self.settings = self._settings()
+        if device.platform in ("cuda", "rocm"):   # compute accounting: GPUs the engine holds
+            self.gpus = self.settings["tensor_parallel_size"] * \
+                self.settings["pipeline_parallel_size"]
         atexit.register(self.close)
 
     @property
@@ -403,6 +406,9 @@ class VLLMModel(LocalTokenizerModel):
             await asyncio.gather(*(self._answer(ids, o, c, s, i)
                                    for i, (o, c) in enumerate(zip(outs, comps))
                                    if o.finish_reason == "length"))
+        cached = getattr(final, "num_cached_tokens", None)   # prefix-cache hits, where told
+        for c in comps if isinstance(cached, int) else ():
+            c.usage.cached_tokens = cached
         return comps
 
     async def _generate(self, ids: list[int], params):

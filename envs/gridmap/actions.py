@@ -1,11 +1,12 @@
 """The grid map's action grammar: a direction out of a model's reply
 (docs/methods/envs.md#grid-map-with-task-dag).
 
-The last ``{"action": ...}`` object whose value is a direction
-  wins; then ``action: <dir>`` written loosely; then a reply that is just a direction word
-  (quotes, code fences, punctuation and case ignored); then prose that names exactly one
-  direction, or whose last "move/go/head <dir>" phrase names one. Anything else is unparsable.
-  A stop/done action does not exist in this env.
+The last ``{"action": ...}`` object whose value is a direction wins; then ``action: <dir>``
+written loosely; then a reply that is just a direction word (quotes, code fences, punctuation and
+case ignored); then prose that names exactly one direction, or whose last "move/go/head <dir>"
+phrase names one; direction words in another sense ("nothing left to do", "the right choice",
+"pick up") are not read as moves. Anything else is unparsable. A stop/done action does not exist
+in this env.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from clew.envs.answers import json_objects, regions
+from clew.envs.answers import json_objects, other_senses_dropped, regions
 from clew.envs.gridmap.instance import DIRECTIONS
 
 _LOOSE_KV = re.compile(r"""["']?\baction\b["']?\s*[:=]\s*["'`]?\s*([A-Za-z]+)""", re.IGNORECASE)
@@ -57,10 +58,11 @@ def _direction_in(text: str) -> tuple[bool, str | None]:
     word = _clean(text.replace("```json", "").replace("```", ""))
     if word is not None:
         return True, word
-    words = {w.lower() for w in _WORD.findall(text)}
+    prose = other_senses_dropped(text)  # "nothing left to do" names no move
+    words = {w.lower() for w in _WORD.findall(prose)}
     if len(words) == 1:
         return True, words.pop()
-    verbs = {v.lower() for v in _VERB.findall(text)}
+    verbs = {v.lower() for v in _VERB.findall(prose)}
     if len(verbs) == 1:  # prose naming two moves is ambiguous, whatever their order
         return True, verbs.pop()
     return False, None

@@ -38,6 +38,7 @@ Constructor options only change presentation and parsing: ``order``, ``lenient``
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -68,6 +69,16 @@ class Move:
     next_room: int
     moved: bool  # a door traversal happened (False: door chosen with the budget used up)
     after: tuple[str, ...]  # visible objects after the action, in display order
+
+
+def observation_sets(start: Iterable[str], moves: Iterable[Move]) -> set[frozenset[str]]:
+    """The observation sets (the wrapper's states) a run visited: the start room's and those
+    before and after every move; coverage counts them
+    (docs/methods/metric-optimal-exploitation-gap.md#rooms-exploration-statistics)."""
+    out = {frozenset(start)}
+    for m in moves:
+        out.update((frozenset(m.seen), frozenset(m.after)))
+    return out
 
 
 @dataclass

@@ -10,10 +10,11 @@ A drawn layout is kept only if
 
 Otherwise the next layout is drawn from the same generator (still a function of the seed).
 
-Params (all optional): ``generator_version`` (1 | 2, default the current one,
+Params (all optional): ``generator_version`` (1 | 2 | 3, default the current one,
 :data:`GENERATOR_VERSION`), ``size`` (4), ``n_balls``, ``connectivity``
 (``minigrid_connect_all`` | ``tree`` | ``ust``), ``start`` (``random`` | ``corner`` |
-``centre``), ``extra_door_prob`` (0), ``door_budget_slack`` (0), ``check_explorable`` (true),
+``centre``), ``extra_door_prob`` (0), ``door_budget_slack`` (0), ``door_budget_factor`` (1),
+``distinct_ball_rooms`` (false), ``check_explorable`` (true),
 plus the env's task params ``n_episodes`` (20), ``instruction`` (``task``), ``call_cap_extra``
 (10), ``end_when_stuck`` (true). ``layout_id`` instead takes a frozen layout.
 
@@ -33,9 +34,17 @@ plus the env's task params ``n_episodes`` (20), ``instruction`` (``task``), ``ca
   integer U{1..10} rewards (24.0 / 21.5 / 19.5 for b = 7 / 5 / 4), so that three
   layouts per size are representative rather than lucky or unlucky draws. Version-2 layouts
   record ``generator_version`` and these rules in their meta.
+* **3** — version 2's trees, start rule and acceptance rules, with the reading of the paper
+  whose coverage unit clew uses (observation sets): 6 / 4 / 3 balls at 4×4 / 5×5 / 7×7 (other
+  sizes 5), **each in a room of its own**, so a layout has n² + b observation sets, the
+  paper's coverage denominators under that reading; and a door budget **C = ⌈1.5 · e⌉**, e the
+  start's eccentricity (still set from the distance to the farthest room). Version 2's C = e
+  let a random walk cover too little of a layout and repeat too little for the paper's
+  random-walk statistics; docs/methods/instances.md has the measurements behind the choice.
 
 The frozen layouts of each version: three test layouts per size (the paper's 3 layouts per
-size, docs/methods/envs.md#dark-treasure-rooms; version 1 ``4x4-a`` .. ``7x7-c``, version 2 ``v2-4x4-a`` ..), seeds
+size, docs/methods/envs.md#dark-treasure-rooms; version 1 ``4x4-a`` .. ``7x7-c``, version 2
+``v2-4x4-a`` .., version 3 ``v3-4x4-a`` ..), seeds
 1000·n + i, and ten train layouts per size (``4x4-t0`` .., ``v2-4x4-t0`` ..), seeds
 1000·n + 100 + i. Rebuild with ``python -m clew.envs.rooms.generator --version N``; a test
 checks each file still equals what the seeds give.
@@ -47,32 +56,48 @@ import argparse
 import json
 import random
 import sys
+from functools import cache
 from math import comb
 from typing import Any
 
 from clew.envs.base import Task
-from clew.envs.rooms.env import RoomsEnv
+from clew.envs.rooms.env import RoomsEnv, observation_sets
 from clew.envs.rooms.explorer import frontier_action
 from clew.envs.rooms.layouts import LAYOUTS_FILES, Layout, frozen_layout, random_layout
 from clew.envs.rooms.solver import exploit_value, known_model, layout_best_route
 
 LAYOUT_PARAMS = ("size", "n_balls", "connectivity", "start", "extra_door_prob",
-                 "door_budget_slack", "centre_slack")
+                 "door_budget_slack", "centre_slack", "distinct_ball_rooms", "door_budget_factor")
 ENV_PARAMS = ("n_episodes", "instruction", "call_cap_extra", "end_when_stuck")
 SIZES = (4, 5, 7)
 TEST_IDS = ("a", "b", "c")
 N_TRAIN = 10
 MAX_ATTEMPTS = 500
-GENERATOR_VERSION = 2
-#: per version: layout defaults, and whether the best three balls must be jointly reachable
+GENERATOR_VERSION = 3
+#: per version: layout defaults, balls per size (else 5), and the acceptance rules: whether the
+#: best three balls must be jointly reachable, how far R^max may lie from its expectation
 VERSIONS: dict[int, dict[str, Any]] = {
-    1: {"defaults": {}, "best_three": False, "rmax_tolerance": None},
+    1: {"defaults": {}, "balls": {}, "best_three": False, "rmax_tolerance": None},
     2: {"defaults": {"connectivity": "ust", "start": "centre", "centre_slack": 4},
+        "balls": {4: 7, 5: 5, 7: 4},  # the tree reading (docs/methods/instances.md)
         "best_three": True,
         "rmax_tolerance": 3},
+    3: {"defaults": {"connectivity": "ust", "start": "centre", "centre_slack": 6,
+                     "distinct_ball_rooms": True, "door_budget_factor": 1.5},
+        "balls": {4: 6, 5: 4, 7: 3},  # the observation-set reading: N = n² + balls
+        "best_three": True,
+        "rmax_tolerance": 3,
+        "typical_tests": True},
 }
-V2_BALLS = {4: 7, 5: 5, 7: 4}  # the tree reading (docs/methods/instances.md); else 5
-ID_PREFIX = {1: "", 2: "v2-"}
+#: version 3's test layouts are typical of their family: the mean exploration gap and coverage
+#: that TYPICAL_WALKS random walks leave on a test layout lie within TYPICAL_WINDOW of the
+#: family's means at its size (exploration gap, coverage), measured over 120 layouts per size
+#: (seeds 50000.. and 80000.., 10 walks each: ``python benchmarks/instances_stats.py --part
+#: rooms-typical``; docs/methods/instances.md)
+FAMILY_WALK = {4: (0.16, 0.78), 5: (0.33, 0.69), 7: (0.45, 0.55)}
+TYPICAL_WINDOW = (0.05, 0.04)
+TYPICAL_WALKS = 20
+ID_PREFIX = {1: "", 2: "v2-", 3: "v3-"}
 
 
 def version_options(version: int, size: int, options: dict[str, Any]) -> dict[str, Any]:
@@ -82,7 +107,7 @@ def version_options(version: int, size: int, options: dict[str, Any]) -> dict[st
                          f"{', '.join(map(str, VERSIONS))}")
     out = dict(VERSIONS[version]["defaults"])
     if version >= 2:
-        out["n_balls"] = V2_BALLS.get(size, 5)
+        out["n_balls"] = VERSIONS[version]["balls"].get(size, 5)
     out.update(options)
     return out
 
@@ -114,6 +139,41 @@ def explorer_closes_gap(layout: Layout, n_episodes: int = 20) -> bool:
     while not env.done:
         env.step(frontier_action(env))
     return exploit_value(layout, known_model(env.state.moves)) == layout_best_route(layout).value
+
+
+def random_walk_stats(layout: Layout, walks: int = TYPICAL_WALKS,
+                      n_episodes: int = 20) -> tuple[float, float]:
+    """The mean exploration gap (1 − R^exploit / R^max after a run) and coverage (observation
+    sets visited / reachable) that a uniform random walk over the visible objects leaves on
+    ``layout``; walk w draws from ``Random(w)``."""
+    rmax = layout_best_route(layout).value
+    task = Task("rooms", {"layout": layout_dict(layout), "n_episodes": n_episodes})
+    gap = coverage = 0.0
+    for w in range(walks):
+        rng, env = random.Random(w), RoomsEnv()
+        env.reset(task)
+        while not env.done:
+            env.step(rng.choice(env.legal_actions()))
+        gap += 1 - exploit_value(layout, known_model(env.state.moves)) / rmax
+        seen = observation_sets(env.start_visible(), env.state.moves)
+        coverage += len(seen) / layout.n_observation_states
+    return gap / walks, coverage / walks
+
+
+@cache
+def typical_test_seeds(size: int, version: int) -> tuple[tuple[int, float, float], ...]:
+    """(seed, random-walk gap, coverage) of the first three seeds 1000·n, 1000·n + 1, … whose
+    layouts are typical of the family (:data:`FAMILY_WALK`); train seeds start at 1000·n + 100."""
+    found: list[tuple[int, float, float]] = []
+    for seed in range(1000 * size, 1000 * size + 100):
+        stats = random_walk_stats(make_layout(size, seed, generator_version=version))
+        if all(abs(x - mean) <= window
+               for x, mean, window in zip(stats, FAMILY_WALK[size], TYPICAL_WINDOW)):
+            found.append((seed, *(round(x, 3) for x in stats)))
+            if len(found) == len(TEST_IDS):
+                return tuple(found)
+    raise ValueError(f"rooms: fewer than {len(TEST_IDS)} typical {size}x{size} test layouts "
+                     f"among seeds {1000 * size}..{1000 * size + 99}")
 
 
 def layout_dict(layout: Layout) -> dict[str, Any]:
@@ -154,6 +214,9 @@ def make_layout(size: int, seed: int, *, layout_id: str = "", check_explorable: 
                         start=options.get("start", "random"),
                         centre_slack=options.get("centre_slack", 0), best_three=best_three,
                         rmax_tolerance=tolerance)
+        if generator_version >= 3:
+            meta.update(distinct_ball_rooms=options.get("distinct_ball_rooms", False),
+                        door_budget_factor=options.get("door_budget_factor", 1.0))
         return Layout(layout.size, layout.start, layout.doors, layout.balls,
                       layout.door_budget, layout.max_pickups, layout_id, meta)
     raise ValueError(f"rooms: no acceptable {size}x{size} layout in {MAX_ATTEMPTS} draws "
@@ -184,12 +247,25 @@ def generate_task(params: dict[str, Any], seed: int) -> Task:
 
 
 def frozen_specs(version: int = 1) -> list[tuple[str, int, int]]:
-    """(layout id, size, seed) of every frozen layout of a generator version."""
+    """(layout id, size, seed) of every frozen layout of a generator version: test seeds
+    1000·n + i (version 3: the first typical ones), train seeds 1000·n + 100 + i."""
     pre, specs = ID_PREFIX[version], []
     for n in SIZES:
-        specs += [(f"{pre}{n}x{n}-{x}", n, 1000 * n + i) for i, x in enumerate(TEST_IDS)]
+        seeds = ([s for s, *_ in typical_test_seeds(n, version)]
+                 if VERSIONS[version].get("typical_tests") else
+                 [1000 * n + i for i in range(len(TEST_IDS))])
+        specs += [(f"{pre}{n}x{n}-{x}", n, s) for x, s in zip(TEST_IDS, seeds)]
         specs += [(f"{pre}{n}x{n}-t{i}", n, 1000 * n + 100 + i) for i in range(N_TRAIN)]
     return specs
+
+
+def _frozen(lid: str, size: int, seed: int, version: int) -> dict[str, Any]:
+    data = make_layout(size, seed, layout_id=lid, generator_version=version).to_dict()
+    if VERSIONS[version].get("typical_tests"):
+        measured = {s: stats for s, *stats in typical_test_seeds(size, version)}
+        if seed in measured:  # a test layout: what the typicality rule measured
+            data["meta"]["random_walk_gap"], data["meta"]["random_walk_coverage"] = measured[seed]
+    return data
 
 
 def build_frozen(version: int = 1) -> dict[str, Any]:
@@ -201,8 +277,7 @@ def build_frozen(version: int = 1) -> dict[str, Any]:
         "version": version,
         "note": f"Dark Treasure Rooms layouts ({about}); built by `{command}`; "
                 "never regenerate during experiments.",
-        "layouts": [make_layout(n, seed, layout_id=lid, generator_version=version).to_dict()
-                    for lid, n, seed in frozen_specs(version)],
+        "layouts": [_frozen(lid, n, seed, version) for lid, n, seed in frozen_specs(version)],
     }
 
 

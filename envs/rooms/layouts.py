@@ -20,8 +20,10 @@ Decisions (docs/methods/metric-optimal-exploitation-gap.md#decisions):
 * Start room ``random`` (uniform), ``corner`` (room 0) or ``centre``: uniform among the rooms
   whose eccentricity in the door graph is at most the least one (the radius) plus
   ``centre_slack`` (drawn after the doors; the generator's version 2).
-* 5 balls per layout by default [#2], never in the start room, two may share a room; rewards
-  are integers 1..10 [#3]; C = eccentricity of the start room plus ``door_budget_slack`` [#4].
+* 5 balls per layout by default [#2], never in the start room, two may share a room
+  (``distinct_ball_rooms``: each ball in a room of its own, the generator's version 3);
+  rewards are integers 1..10 [#3]; C = eccentricity e of the start room plus
+  ``door_budget_slack`` [#4], or ⌈``door_budget_factor`` · e⌉ plus the slack (version 3).
 * Names: distinct colour names from :mod:`.colours`, one per door and per ball.
 """
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -41,7 +44,8 @@ from clew.envs.rooms.colours import COLOURS
 from clew.envs.rooms.solver import bfs, layout_best_route
 
 LAYOUTS_FILE = Path(__file__).with_name("layouts.json")  # generator version 1
-LAYOUTS_FILES = {1: LAYOUTS_FILE, 2: Path(__file__).with_name("layouts_v2.json")}
+LAYOUTS_FILES = {1: LAYOUTS_FILE, 2: Path(__file__).with_name("layouts_v2.json"),
+                 3: Path(__file__).with_name("layouts_v3.json")}
 NAME_RE = re.compile(r"^[a-z0-9]+(_[a-z0-9]+)*$")
 CONNECTIVITY = ("minigrid_connect_all", "tree", "ust")
 STARTS = ("random", "corner", "centre")
@@ -272,6 +276,8 @@ def random_layout(
     centre_slack: int = 0,
     max_pickups: int = 3,
     reward_range: tuple[int, int] = (1, 10),
+    distinct_ball_rooms: bool = False,
+    door_budget_factor: float = 1.0,
 ) -> Layout:
     """One random layout drawn from ``rng`` (the generator adds checks and retries)."""
     if size < 2:
@@ -315,8 +321,14 @@ def random_layout(
     door_pairs = sorted(pairs)
     if start == "centre":
         start_room = rng.choice(centre_rooms(size, door_pairs, centre_slack))
-    ball_rooms = [rng.choice([r for r in range(n_rooms) if r != start_room])
-                  for _ in range(n_balls)]
+    others = [r for r in range(n_rooms) if r != start_room]
+    if distinct_ball_rooms:
+        if n_balls > len(others):
+            raise ValueError(f"rooms: {n_balls} balls in rooms of their own need more than the "
+                             f"{len(others)} rooms besides the start")
+        ball_rooms = rng.sample(others, n_balls)
+    else:
+        ball_rooms = [rng.choice(others) for _ in range(n_balls)]
     rewards = [rng.randint(*reward_range) for _ in range(n_balls)]
     if len(door_pairs) + n_balls > len(COLOURS):
         raise ValueError(f"rooms: {len(door_pairs) + n_balls} objects need more names than "
@@ -326,7 +338,7 @@ def random_layout(
     balls = tuple(Ball(names[len(door_pairs) + i], ball_rooms[i], rewards[i])
                   for i in range(n_balls))
     provisional = Layout(size, start_room, doors, balls, 1, max_pickups)
-    budget = provisional.eccentricity + door_budget_slack
+    budget = math.ceil(door_budget_factor * provisional.eccentricity) + door_budget_slack
     return Layout(size, start_room, doors, balls, budget, max_pickups)
 
 
@@ -371,7 +383,8 @@ _frozen: dict[str, dict[str, Any]] | None = None
 def frozen_layouts() -> dict[str, dict[str, Any]]:
     """All frozen layouts of every generator version as JSON dicts, by id (read once).
 
-    Version-1 ids are ``4x4-a`` ..; version-2 ids carry a ``v2-`` prefix, so ids never clash.
+    Version-1 ids are ``4x4-a`` ..; later versions' ids carry a ``v2-`` / ``v3-`` prefix, so ids
+    never clash.
     """
     global _frozen
     if _frozen is None:

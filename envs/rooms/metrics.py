@@ -34,7 +34,7 @@ from clew.envs.measures import (
     redundancy,
     sample_efficiency,
 )
-from clew.envs.rooms.env import RoomsEnv
+from clew.envs.rooms.env import RoomsEnv, observation_sets
 from clew.envs.rooms.solver import KnownModel, exploit_value, true_balls
 from clew.envs.trace import Replay, classify, step_infos
 
@@ -171,8 +171,7 @@ def rooms_exploration_metrics(task: Task, episode: Mapping[str, Any]) -> dict[st
     """Coverage, redundancy, sample efficiency, invalid rate of one rooms run (docs/methods/metric-optimal-exploitation-gap.md#rooms-exploration-statistics)."""
     t = rooms_trace(task, episode)
     layout = t.layout
-    states = {t.start_seen} | {frozenset(m.seen) for m in t.moves} | {
-        frozenset(m.after) for m in t.moves}
+    states = observation_sets(t.start_seen, t.moves)
     rooms = {layout.start} | {m.room for m in t.moves} | {m.next_room for m in t.moves}
     objects = {m.action for m in t.moves if m.kind == "ball" or m.moved}
     # valid steps up to the last one taken in a finished rooms-episode

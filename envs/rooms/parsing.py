@@ -4,20 +4,24 @@ Rules (the shared answer rules of :mod:`clew.envs.answers` first: reasoning bloc
 open one leaving no answer; markdown made plain; the text after the last answer label, then the
 last fence, then the whole reply):
 
-* In a region, the answer is the **last** ``<...>`` span that names a visible object (the last
-  explicit answer wins; spans naming nothing visible, such as the ``<door>`` of an example, are
-  passed over). Inside a span, case, surrounding punctuation and the separators between words
-  do not matter: ``<Dodger Blue door>``, ``< dodger_blue DOOR >`` and ``<dodger-blue door.>``
-  all read as ``dodger_blue door``. It must equal the full name (``<colour> <type>``) of an
-  object visible now.
+* In a region, the answer is the **first** ``<...>`` span that names a visible object (the
+  family's own rule, which wins over the generic "last explicit answer" rule; spans naming
+  nothing visible, such as the ``<door>`` of an example, are passed over). Inside a span,
+  case, surrounding punctuation and the separators between words do not matter:
+  ``<Dodger Blue door>``, ``< dodger_blue DOOR >`` and ``<dodger-blue door.>`` all read as
+  ``dodger_blue door``. It must equal the full name (``<colour> <type>``) of an object
+  visible now.
 * [decision] A region without any ``<...>`` span is accepted only when it is exactly a visible
   object's name (also how heuristic agents hand canonical actions, ``"teal door"``, to the env;
   ``Answer: teal door``); anything longer without brackets is invalid.
 * ``lenient=True`` also accepts a bare colour (``<teal>``) when exactly one visible object has
   that colour.
 
-Decision: the paper reads the first span; clew reads the last one naming a visible object,
-because instruction-tuned models list the options they see before they choose.
+Decision: the first span, as the paper reads it (its prompt asks for one object in brackets):
+a model that names its choice and then one it might try later (``<teal door> now; later maybe
+<red ball>``) means the first. A model that lists the options before it chooses is read right
+when it marks its choice with an answer label (``Answer: <red ball>``), which is tried before
+the whole reply.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ def parse_reply(text: str, visible: Sequence[str], lenient: bool = False) -> str
     for region in regions(text):
         spans = _SPAN.findall(region)
         if spans:
-            for span in reversed(spans):
+            for span in spans:
                 obj = _object(span, visible, lenient)
                 if obj is not None:
                     return obj

@@ -8,9 +8,12 @@
 
 Suites, per generator version of the frozen layouts (see :mod:`clew.envs.rooms.generator`):
 
-* version 2 (current): ``rooms-v2`` (all sizes), ``rooms-v2-4x4``, ``rooms-v2-5x5``,
-  ``rooms-v2-7x7`` (one size, the task-oriented instruction), ``rooms-v2-7x7-exploit`` and
-  ``rooms-v2-7x7-explore`` (7×7 with the soft lower / upper bound instruction, docs/methods/envs.md#dark-treasure-rooms);
+* version 3 (current): ``rooms-v3`` (all sizes), ``rooms-v3-4x4``, ``rooms-v3-5x5``,
+  ``rooms-v3-7x7`` (one size, the task-oriented instruction), ``rooms-v3-7x7-exploit`` and
+  ``rooms-v3-7x7-explore`` (7×7 with the soft lower / upper bound instruction,
+  docs/methods/envs.md#dark-treasure-rooms);
+* version 2 (superseded): ``rooms-v2``, ``rooms-v2-4x4``, ``rooms-v2-5x5``, ``rooms-v2-7x7``,
+  ``rooms-v2-7x7-exploit``, ``rooms-v2-7x7-explore``;
 * version 1 (superseded, kept so old runs stay comparable): ``rooms-v1``, ``rooms-4x4``,
   ``rooms-5x5``, ``rooms-7x7``, ``rooms-7x7-exploit``, ``rooms-7x7-explore``.
 
@@ -99,3 +102,27 @@ def rooms_v2_7x7_exploit() -> Suite:
 
 def rooms_v2_7x7_explore() -> Suite:
     return _suite("rooms-v2-7x7-explore", (7,), "explore", version=2)
+
+
+def rooms_v3() -> Suite:
+    return _suite("rooms-v3", SIZES, version=3)
+
+
+def rooms_v3_4x4() -> Suite:
+    return _suite("rooms-v3-4x4", (4,), version=3)
+
+
+def rooms_v3_5x5() -> Suite:
+    return _suite("rooms-v3-5x5", (5,), version=3)
+
+
+def rooms_v3_7x7() -> Suite:
+    return _suite("rooms-v3-7x7", (7,), version=3)
+
+
+def rooms_v3_7x7_exploit() -> Suite:
+    return _suite("rooms-v3-7x7-exploit", (7,), "exploit", version=3)
+
+
+def rooms_v3_7x7_explore() -> Suite:
+    return _suite("rooms-v3-7x7-explore", (7,), "explore", version=3)
