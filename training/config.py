@@ -281,12 +281,11 @@ def peft_config(cfg: TrainConfig):
                       target_modules=cfg.lora.target_modules, task_type="CAUSAL_LM")
 
 
-def make_trainer(cfg: TrainConfig, trainer_cls: type, args: Any, dataset: Any):
-    """``trainer_cls`` (a TRL trainer) on ``cfg``'s base model with its tokenizer and, for LoRA,
-    its adapter settings; the trainer, the tokenizer and the base model's path."""
+def make_trainer(cfg: TrainConfig, trainer_cls: type, base: str, args: Any, dataset: Any):
+    """``trainer_cls`` (a TRL trainer) on the base model ``base`` (:func:`resolve_model`) with its
+    tokenizer and, for LoRA, ``cfg``'s adapter settings; the trainer, the tokenizer and ``base``."""
     from transformers import AutoTokenizer
 
-    base = resolve_model(cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(base)
     trainer = trainer_cls(model=base, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=peft_config(cfg))

@@ -38,13 +38,13 @@ def dpo_config(cfg: TrainConfig):
     return trl_config(DPOConfig, "dpo", {**cfg.sft, **cfg.dpo}, trainer_args(cfg))
 
 
-def build_dpo_trainer(cfg: TrainConfig):
-    """The configured ``DPOTrainer``, its tokenizer, the base model path and 0 (every pair is a
-    target; the count mirrors SFT's rows without a target)."""
+def build_dpo_trainer(cfg: TrainConfig, base: str):
+    """The configured ``DPOTrainer`` on the base model ``base``, its tokenizer, ``base`` and 0
+    (every pair is a target; the count mirrors SFT's rows without a target)."""
     from trl import DPOTrainer
 
     args = dpo_config(cfg)
     dataset = load_preference_dataset(cfg.data)
     if cfg.limit is not None:
         dataset = dataset.select(range(min(cfg.limit, len(dataset))))
-    return (*make_trainer(cfg, DPOTrainer, args, dataset), 0)
+    return (*make_trainer(cfg, DPOTrainer, base, args, dataset), 0)

@@ -191,11 +191,12 @@ def sampled(trainer_cls: type, by_env: bool) -> type:
     return SampledTrainer
 
 
-def build_sft_trainer(cfg: TrainConfig):
-    """The configured TRL ``SFTTrainer`` (data prepared, masks built), its tokenizer, the base
-    model path and the number of rows without a target."""
+def build_sft_trainer(cfg: TrainConfig, base: str):
+    """The configured TRL ``SFTTrainer`` (data prepared, masks built) on the base model ``base``,
+    its tokenizer, ``base`` and the number of rows without a target."""
     from trl import SFTTrainer
 
     args = sft_config(cfg)
     dataset, empty = prepare_dataset(cfg)
-    return (*make_trainer(cfg, sampled(SFTTrainer, cfg.batch_by_env), args, dataset), empty)
+    return (*make_trainer(cfg, sampled(SFTTrainer, cfg.batch_by_env), base, args, dataset),
+            empty)

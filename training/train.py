@@ -19,15 +19,20 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from clew.training.adapters import merge_adapter
-from clew.training.config import TrainConfig, TrainResult
+from clew.training.config import TrainConfig, TrainResult, resolve_model
 from clew.training.dpo import build_dpo_trainer
 from clew.training.sft import build_sft_trainer
 
 
 def build_trainer(cfg: TrainConfig):
     """The objective's configured trainer (TRL's ``SFTTrainer`` or ``DPOTrainer``), its
-    tokenizer, the base model path and the number of rows without a target."""
-    return (build_dpo_trainer if cfg.objective == "dpo" else build_sft_trainer)(cfg)
+    tokenizer, the base model path and the number of rows without a target.
+
+    The base model is resolved first (a ``tiny:`` one built): the trainer's arguments start the
+    process group of a distributed launch, after which transformers saves from rank 0 only, so a
+    tiny model that another rank built then would have no weights."""
+    base = resolve_model(cfg.model)
+    return (build_dpo_trainer if cfg.objective == "dpo" else build_sft_trainer)(cfg, base)
 
 
 @contextmanager
