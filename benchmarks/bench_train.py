@@ -337,8 +337,8 @@ def main() -> None:
             plain = {}
             if args.plain:
                 plain = plain_loop(model_dir, plain_rows(data, cfg.envs), step_samples,
-                                   max(args.steps, 30), cfg.trainer("learning_rate"),
-                                   cfg.trainer("max_length") or 10 ** 9, cfg.trainer("seed"))
+                                   max(args.steps, 30), trainer.args.learning_rate,
+                                   trainer.args.max_length or 10 ** 9, trainer.args.seed)
         if device == "cuda":
             memory = torch.cuda.max_memory_allocated() / 2 ** 30
         else:
@@ -354,7 +354,10 @@ def main() -> None:
     fwd = 2 * weights + attn_fwd
     bwd = (4 if cfg.method == "full" else 2) * weights + 2 * attn_fwd
     model_flops = fwd + bwd
-    recompute_flops = model_flops + (fwd if cfg.trainer("gradient_checkpointing") else 0)
+    recompute = getattr(trainer.args, "activation_checkpointing", None)
+    if recompute is None:   # transformers below 5.23 knows only the old name
+        recompute = trainer.args.gradient_checkpointing
+    recompute_flops = model_flops + (fwd if recompute else 0)
     tokens_per_s = tokens / wall
     achieved = tokens_per_s * recompute_flops / 1e12
     print(json.dumps({

@@ -163,7 +163,7 @@ def test_bench_train_prints_every_figure(tmp_path):
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_train.py"), "--steps", "2",
          "--warmup", "1", "--samples", "24", "--lengths", "20-60,80-200", "--plain",
-         "sft.max_length=256"],
+         "sft.max_length=256", "sft.learning_rate=1e-3"],   # 1e-3 reads as text in YAML 1.1
         capture_output=True, text=True, check=True, cwd=tmp_path)
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     for key in ("tokens_per_s", "padding_share", "flops_per_token", "flops_per_token_recompute",
