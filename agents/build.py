@@ -14,7 +14,12 @@ from dataclasses import dataclass
 
 from clew.agents.debate import DebateValue
 from clew.agents.distilled import DistilledPolicy
-from clew.agents.heuristics.search_roles import HeuristicPolicy, HeuristicValue, TemplateReflector
+from clew.agents.heuristics.search_roles import (
+    HeuristicPolicy,
+    HeuristicValue,
+    RolloutValue,
+    TemplateReflector,
+)
 from clew.agents.lm.base import LanguageModel
 from clew.agents.lm.spec import load_model
 from clew.agents.options import (
@@ -59,6 +64,8 @@ def build_policy(opts: RoleOptions, branching_factor: int, models: Models,
 
 def build_value(opts: RoleOptions, value: ValueOptions, models: Models) -> ValueFunction:
     if not opts.lm_roles:
+        if value.estimate == "rollout":
+            return RolloutValue(value, seed=opts.seed)
         return HeuristicValue(value, seed=opts.seed)
     if value.kind == "debate":
         return DebateValue(models.for_role("value"), value)

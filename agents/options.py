@@ -131,8 +131,14 @@ class DebateOptions(Section):
 class ValueOptions(Section):
     """``value``: ``kind`` picks the LM value function (single | debate); ``scale`` the value
     range of every kind; ``constrain``: every grading sample (single, or the debate's judge)
-    ends with a status code, ``STATUS CODE: ```X``` `` (docs/methods/parsing.md#constrained-answers);
-    ``noise`` / ``cap`` shape the heuristic (oracle-noised) value."""
+    ends with a status code, ``STATUS CODE: ```X``` `` (docs/methods/parsing.md#constrained-answers).
+    Heuristic roles: ``estimate`` ``progress`` is the env's ground-truth progress, ``noise`` /
+    ``cap`` shape it (it reads the oracle); ``rollout`` is the env's own outcome after
+    ``rollouts`` walks of at most ``horizon`` actions (None: to the episode's end) in the
+    simulator, each step a legal action drawn among those leading somewhere the walk has not
+    been (``rollout_policy: novel``) or among all (``random``), each walk's grade discounted by
+    ``discount`` per action: no oracle
+    (docs/methods/baselines.md#heuristic-roles)."""
 
     kind: Literal["single", "debate"] = "single"
     scale: Literal["unit", "signed"] = "unit"
@@ -142,9 +148,25 @@ class ValueOptions(Section):
     debate: DebateOptions = Field(default_factory=DebateOptions)
     noise: float = Field(0.2, ge=0)
     cap: float = Field(0.9, ge=0, le=1)
+    estimate: Literal["progress", "rollout"] = "progress"
+    rollouts: int = Field(8, ge=1)
+    horizon: int | None = Field(None, ge=1)
+    rollout_policy: Literal["novel", "random"] = "novel"
+    discount: float = Field(0.95, gt=0, le=1)
 
     LM_ONLY = frozenset({"kind", "parse_failure", "single", "debate", "constrain"})
-    HEURISTIC_ONLY = frozenset({"noise", "cap"})
+    HEURISTIC_ONLY = frozenset({"noise", "cap", "estimate", "rollouts", "horizon",
+                                "rollout_policy", "discount"})
+
+    @model_validator(mode="after")
+    def _estimate_fields(self) -> ValueOptions:
+        """The fields of one estimate given with the other are errors naming them."""
+        other = {"progress": {"rollouts", "horizon", "rollout_policy", "discount"},
+                 "rollout": {"noise", "cap"}}[self.estimate]
+        given = sorted(other & self.model_fields_set)
+        if given:
+            raise ValueError(f"{', '.join(given)}: not read with estimate: {self.estimate}")
+        return self
 
 
 class ReflectorOptions(Section):

@@ -8,6 +8,7 @@ import pytest
 from clew.agents.heuristics.search_roles import (
     HeuristicPolicy,
     HeuristicValue,
+    RolloutValue,
     TemplateReflector,
     progress,
 )
@@ -121,3 +122,72 @@ def test_heuristic_search_queries_oracle_tasks_without_an_action_list():
         assert all(s["valid"] for s in rec["steps"]), rec["steps"][0]["obs"]
         assert rec["interactions"]["simulated"] > 0
         assert rec["metrics"]["normalized_reward"] > 0
+
+
+# --- the rollout value: the env's own outcome, no oracle --------------------------------------
+def rollout_value(**kw):
+    return RolloutValue(ValueOptions(estimate="rollout", **kw))
+
+
+def test_rollout_value_reads_no_oracle_and_is_one_at_a_finished_success(grid):
+    task, _ = grid
+    value = rollout_value(rollouts=2)
+    assert value.uses_oracle is False
+    done = make_for(task)
+    done.reset(task)
+    # walk the oracle's own route only to build the finished state the value is asked about
+    while not done.done and progress(done) < 1.0:
+        best = max(done.legal_actions(), key=lambda a: _after(done, a))
+        done.step(best)
+    assert done.done and done.grade() == 1.0
+    assert asyncio.run(value.evaluate(ctx(done))).v == 1.0
+
+
+def _after(env, action):
+    sim = env.copy()
+    sim.step(action)
+    return progress(sim)
+
+
+def test_rollout_value_is_seeded_by_the_state_and_tells_near_from_far(grid):
+    task, _ = grid
+    start = make_for(task)
+    start.reset(task)
+    near = make_for(task)
+    near.reset(task)
+    while progress(near) < 0.75:   # three quarters of the way along the best route
+        near.step(max(near.legal_actions(), key=lambda a: _after(near, a)))
+    value = rollout_value(rollouts=16, horizon=12)
+    v_start = asyncio.run(value.evaluate(ctx(start, task_id="a"))).v
+    v_near = asyncio.run(value.evaluate(ctx(near, task_id="a"))).v
+    assert v_near > v_start
+    again = rollout_value(rollouts=16, horizon=12)   # a fresh memo: the seed alone decides
+    assert asyncio.run(again.evaluate(ctx(near, actions=["x"], task_id="a"))).v == v_near
+    # the env was not moved by the walks
+    assert progress(near) >= 0.75 and not near.done
+
+
+def test_rollout_value_discounts_longer_walks(grid):
+    task, _ = grid
+    env = make_for(task)
+    env.reset(task)
+    plain = asyncio.run(rollout_value(rollouts=8, discount=1.0).evaluate(ctx(env))).v
+    discounted = asyncio.run(rollout_value(rollouts=8, discount=0.9).evaluate(ctx(env))).v
+    assert 0 < discounted < plain
+
+
+def test_rollout_value_options_name_the_other_estimates_fields():
+    with pytest.raises(ValueError, match="noise: not read with estimate: rollout"):
+        ValueOptions(estimate="rollout", noise=0.1)
+    with pytest.raises(ValueError, match="rollouts: not read with estimate: progress"):
+        ValueOptions(rollouts=3)
+
+
+def test_rollout_value_walks_nothing_where_simulation_is_charged():
+    task = resolve("exploration-v1:test")
+    task = next(t for t in task if t.env == "hillsearch")
+    env = make_for(task)
+    env.reset(task)
+    before = env.clock()
+    rec = asyncio.run(rollout_value().evaluate(ctx(env)))
+    assert rec.info["rollouts"] == [float(env.grade())] and env.clock() == before

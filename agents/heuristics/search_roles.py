@@ -144,6 +144,97 @@ class HeuristicValue:
                            retrieved_reflection_ids=[str(r.get("id")) for r in reflections])
 
 
+class RolloutValue:
+    """The env's own outcome from a state, by walks in the simulator (``estimate: rollout``).
+
+    Each of ``rollouts`` walks starts from a copy of the state and takes at most ``horizon``
+    actions (None: until the episode ends); each action is drawn among the legal ones that lead
+    to a state the walk has not been in (``novel``; among all when none does) or among all
+    (``random``). The value is the mean over walks of the grade at the walk's end times
+    ``discount`` to the power of its length: for the grid map and TextMiniGrid the share of
+    walks that succeed, the nearer successes counting more. Without the discount every state
+    a few moves from the goal is worth 1 and the search cannot tell a step toward it from a
+    step in place. It reads the env's rewards, legal actions and
+    state identity, never its ground truth (``uses_oracle`` False): what an agent could compute
+    with the simulator. A novel walk from a grid map's start succeeds 0.55 of the time against a
+    random walk's 0.09 (TextMiniGrid 0.49 against 0.20), so it tells near from far. The walks'
+    steps are simulated interactions. Where simulation is charged (each query spends the real
+    budget) nothing is walked: the value is the grade so far, the return of the env's own
+    rewards. Seeded by the state (``env.state_key()``, else the path), so a state always gets
+    the same value, and remembered per task and state.
+    """
+
+    kind = "heuristic"
+    method = "rollout"
+    uses_oracle = False
+
+    def __init__(self, options: ValueOptions | None = None, seed: int = 0):
+        options = options or ValueOptions(estimate="rollout")
+        self.rollouts, self.horizon, self.policy = (options.rollouts, options.horizon,
+                                                    options.rollout_policy)
+        self.discount = options.discount
+        # (state, clock) -> walk outcomes: a search reaches one state by many paths, and
+        # seeding by the state makes the memo change nothing
+        self._cache: dict[tuple[str, Any], list[float]] = {}
+        self.seed, self.scale = seed, options.scale
+
+    def config_hash(self) -> str:
+        return (f"rollout:{self.rollouts}:{self.horizon}:{self.policy}:{self.discount}:"
+                f"{self.seed}:{self.scale}")
+
+    def walk(self, env: Env, rng: Any) -> float:
+        seen = {env.state_key()}
+        steps = 0
+        while not env.done and (self.horizon is None or steps < self.horizon):
+            actions = list(env.legal_actions())
+            if not actions:
+                action = env.random_action(rng)
+                if action is None:
+                    break
+                actions = [action]
+            if self.policy == "novel" and len(actions) > 1:
+                # the first action of a random order that leads somewhere new: uniform among
+                # the novel ones, at a fraction of the simulated steps of trying them all
+                rng.shuffle(actions)
+                actions = next(([a] for a in actions if self._leads_to_new(env, a, seen)),
+                               actions)
+            env.step(rng.choice(actions))
+            seen.add(env.state_key())
+            steps += 1
+        return float(env.grade()) * self.discount ** steps
+
+    @staticmethod
+    def _leads_to_new(env: Env, action: str, seen: set) -> bool:
+        sim = env.copy()
+        sim.step(action)
+        return sim.state_key() not in seen
+
+    async def evaluate(self, ctx: Context, reflections: Sequence[dict] = (),
+                       usage: UsageByRole | None = None) -> ValueRecord:
+        env = ctx.env
+        if env.done or env.flags.simulation_mode == "charged":
+            outcomes = [float(env.grade())]
+        else:
+            key = env.state_key()
+            key = (key, env.clock()) if key is not None else None   # the budget left counts
+            cached = self._cache.get((ctx.task_id, key)) if key is not None else None
+            if cached is None:
+                where = repr(key) if key is not None else "|".join([*ctx.actions,
+                                                                     str(ctx.final_action)])
+                rng = derive_rng(self.seed, "rollout", ctx.task_id, where)
+                cached = [self.walk(env.copy(), rng) for _ in range(self.rollouts)]
+                if key is not None:
+                    self._cache[(ctx.task_id, key)] = cached
+            outcomes = cached
+        v = sum(outcomes) / len(outcomes)
+        if self.scale == "signed":
+            v = 2.0 * v - 1.0
+        return ValueRecord(v=v, kind="heuristic", info={"rollouts": outcomes},
+                           samples=[(None, (f"Thoughts: {len(outcomes)} walk(s) from here "
+                                           f"scored {v:.2f} on average."))],
+                           retrieved_reflection_ids=[str(r.get("id")) for r in reflections])
+
+
 # --- reflector ---------------------------------------------------------------------------------
 class TemplateReflector:
     """Reflections from a template (no model), same interface as
