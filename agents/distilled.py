@@ -62,6 +62,7 @@ assistant turn of an executed step the model did not write (shared with the expo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -179,11 +180,75 @@ def invalid_user(env: Env, sid: int, obs: str, action: str) -> str:
             f"PREVIOUS ACTION: {action or '(none)'}")
 
 
+# --- the trail: where the agent is and what it left (the window's ``trail``) -------------------
+ESTIMATE_RE = re.compile(r"progress estimate: ([0-9]*\.?[0-9]+)")
+TRAIL_MOVES = 8
+
+
+@dataclass
+class Trail:
+    """The compact history a user turn shows when the window's ``trail`` is on
+    (docs/methods/exploratory-learning.md#the-trail): the path of state ids and actions from
+    S0 to the current state, and the branches already left from the current state with the best
+    progress estimate the agent wrote in them. It is how a one-turn prompt shows why a search
+    went back and where it can go: training data and the agent update it alike, from the
+    assistant turns' texts and the state ids."""
+
+    path: list[tuple[int, str | None]] = field(default_factory=lambda: [(0, None)])
+    left: dict[int, list[tuple[str, float | None]]] = field(default_factory=dict)
+    estimate: dict[int, float] = field(default_factory=dict)
+
+    def assess(self, sid: int, text: str) -> None:
+        """Remember the progress estimate of an assistant turn written in state ``sid``."""
+        found = ESTIMATE_RE.search(text)
+        if found:
+            self.estimate[sid] = float(found.group(1))
+
+    def forward(self, sid: int, action: str) -> None:
+        self.path.append((sid, action))
+
+    def back(self, k: int) -> None:
+        """Back to state ``k`` on the path: the branch below it is left, with its best estimate."""
+        ids = [s for s, _ in self.path]
+        if k not in ids[:-1]:
+            return
+        cut = self.path[ids.index(k) + 1:]
+        best = [self.best_below(s) for s, _ in cut]
+        known = [b for b in best if b is not None]
+        self.left.setdefault(k, []).append((cut[0][1] or "?", max(known) if known else None))
+        del self.path[ids.index(k) + 1:]
+
+    def best_below(self, sid: int) -> float | None:
+        known = [v for v in (self.estimate.get(sid), *(b for _, b in self.left.get(sid, [])))
+                 if v is not None]
+        return max(known) if known else None
+
+    def line(self) -> str:
+        moves = self.path[1:]
+        shown = [f"S{self.path[0][0]}"]
+        if len(moves) > TRAIL_MOVES:
+            shown.append("...")
+            moves = moves[-TRAIL_MOVES:]
+            shown.append(f"S{self.path[-TRAIL_MOVES - 1][0]}")
+        shown += [f"-{a}-> S{s}" for s, a in moves]
+        text = "PATH: " + " ".join(shown)
+        here = self.left.get(self.path[-1][0])
+        if here:
+            text += "\nLEFT HERE: " + "; ".join(
+                a if b is None else f"{a} (best {b:.2f})" for a, b in here)
+        return text
+
+
+def with_trail(turn: str, trail: Trail | None) -> str:
+    return turn if trail is None else f"{turn}\n{trail.line()}"
+
+
 # --- the agent --------------------------------------------------------------------------------
 @dataclass
 class _Chat:
     messages: list[Message] = field(default_factory=list)
     seen_steps: int = 0
+    trail: Trail | None = None
 
 
 def fit_chat(lm: LanguageModel, messages: list[Message], max_tokens: int,
@@ -276,15 +341,21 @@ class DistilledAgent(BaseAgent):
         chat = episode.scratch.get("distilled_chat")
         env = episode.env
         if chat is None:
+            trail = Trail() if self.window.trail else None
             chat = episode.scratch["distilled_chat"] = _Chat([
                 {"role": "system", "content": system_prompt(env, self.format)},
-                {"role": "user", "content": first_user(env, episode.path[-1],
-                                                       episode.observations[0].text)},
-            ])
+                {"role": "user", "content": with_trail(
+                    first_user(env, episode.path[-1], episode.observations[0].text), trail)},
+            ], trail=trail)
         for step in episode.steps[chat.seen_steps:]:
             # the runner calls act() after every step, so only the last one is new
-            chat.messages.append({"role": "user",
-                                  "content": user_turn_for_step(env, step, episode.path[-1])})
+            if chat.trail is not None and step.valid:
+                if "backtrack" in step.info:
+                    chat.trail.back(episode.path[-1])
+                else:
+                    chat.trail.forward(episode.path[-1], env.canonical(step.action))
+            chat.messages.append({"role": "user", "content": with_trail(
+                user_turn_for_step(env, step, episode.path[-1]), chat.trail)})
         chat.seen_steps = len(episode.steps)
         return chat
 
@@ -308,6 +379,8 @@ class DistilledAgent(BaseAgent):
                               role="policy")
         completion = (await call(self.lm, request, episode.usage))[0]
         chat.messages.append({"role": "assistant", "content": completion.text})
+        if chat.trail is not None:
+            chat.trail.assess(episode.path[-1], completion.text)
         decision = decide(completion.text, episode.path, completion.finish_reason)
         # read = a backtrack, or an action the env can parse (the env's step decides validity)
         read = "backtrack" in decision.info or (
@@ -342,7 +415,7 @@ def decide(text: str, path: list[int], finish_reason: str | None = None) -> Deci
 
 
 # --- the distilled model as a search policy -----------------------------------------------------
-def chat_at(ctx: Context, fmt: Format = "el") -> list[Message]:
+def chat_at(ctx: Context, fmt: Format = "el", trail: bool = False) -> list[Message]:
     """The chat the distilled agent would have at the state of ``ctx`` (a search node): the
     system prompt and the first user turn, then per action from the episode's start (executed
     steps, then the simulated path in the tree) the assistant turn and the user turn after it.
@@ -351,23 +424,33 @@ def chat_at(ctx: Context, fmt: Format = "el") -> list[Message]:
     own text where it wrote the step, the answer line where a step was not a model's answer
     (as the EL/IL data writes executed steps). State ids count the accepted actions (a search
     agent never backtracks), so they are the runner's; an action the env rejected gets the
-    invalid turn (``ctx.valid``). The chat ends with the user turn of the node's state."""
+    invalid turn (``ctx.valid``). The chat ends with the user turn of the node's state. With
+    ``trail`` each user turn ends with the :class:`Trail` line (a search's path never goes
+    back, so it is the path alone)."""
     env = ctx.env
     messages: list[Message] = [
         {"role": "system", "content": system_prompt(env, fmt)},
         {"role": "user", "content": first_user(env, 0, ctx.observations[0])},
     ]
+    path = Trail() if trail else None
+    if path is not None:
+        messages[-1]["content"] = with_trail(messages[-1]["content"], path)
     sid = 0
     for i, action in enumerate(ctx.actions):
         raw = ctx.raws[i] if i < len(ctx.raws) else None
-        messages.append({"role": "assistant", "content": completion_text(raw, action)})
+        text = completion_text(raw, action)
+        messages.append({"role": "assistant", "content": text})
         obs = ctx.observations[i + 1]
+        if path is not None:
+            path.assess(sid, text)
         if ctx.accepted(i):
             sid += 1
             turn = forward_user(env, sid, obs, action)
+            if path is not None:
+                path.forward(sid, env.canonical(action))
         else:
             turn = invalid_user(env, sid, obs, action)
-        messages.append({"role": "user", "content": turn})
+        messages.append({"role": "user", "content": with_trail(turn, path)})
     return messages
 
 
@@ -415,7 +498,8 @@ class DistilledPolicy(LMPolicy):
     def messages(self, ctx: Context, reflections: Sequence[dict] = ()) -> list[Message]:
         """The request's chat: :func:`chat_at`, elided and fitted to the context (reflections
         are not shown: the model was not trained with them)."""
-        return fit_chat(self.lm, chat_at(ctx, self.format), self.sampling["max_tokens"],
+        return fit_chat(self.lm, chat_at(ctx, self.format, self.options.window.trail),
+                        self.sampling["max_tokens"],
                         self.options.window, self.options.context_tokens)
 
     def parse(self, ctx: Context, text: str, finish_reason: str | None = None) -> Proposal:

@@ -8,6 +8,9 @@ with it (their ``window`` option). The window keeps the system turn (unless ``ke
 false), the first ``keep_first_pairs`` (user, assistant) pairs and the last
 ``keep_last_pairs``, the current one included; ``keep_last_pairs: null`` keeps every pair.
 The default, 2 + 6 pairs with the system turn, is the training samples' cut the EL paper used.
+``trail: true`` adds a compact history to every user turn instead of whole turns: the path of
+state ids and actions from S0, and the branches already left from the current state
+(:class:`clew.agents.distilled.Trail`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ class ChatWindow(BaseModel):
     keep_first_pairs: int = Field(2, ge=0)
     keep_last_pairs: int | None = Field(6, ge=1)
     keep_system: bool = True
+    trail: bool = Field(False, description=(
+        "every user turn ends with the path from S0 and the branches already left from the "
+        "current state (docs/methods/exploratory-learning.md#the-trail)"))
 
     def apply(self, messages: list[Message]) -> list[Message]:
         """``messages`` cut to the window (no marker at the cut). A trailing user turn (a

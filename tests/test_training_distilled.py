@@ -181,3 +181,70 @@ def test_history_shrinks_to_fit_the_model_context():
     assert full[0]["role"] == "system" and "[S6] OBSERVATION" in full[-1]["content"]
     assert len(lm.calls[-1].messages) < 2 * len(moves)  # something was cut
     assert any("left out to fit the context" in m["content"] for m in full)  # and marked
+
+
+# --- the trail (docs/methods/exploratory-learning.md#the-trail) -----------------------------------
+def test_the_trail_shows_the_path_and_the_branches_left_with_their_best_estimate():
+    from clew.agents.distilled import Trail
+    trail = Trail()
+    trail.forward(1, "A")
+    trail.assess(1, "Assessment: fine (progress estimate: 0.40)\n\nNext action: ```C```")
+    trail.forward(2, "C")
+    trail.assess(2, "Assessment: bad (progress estimate: 0.10)")
+    assert trail.line() == "PATH: S0 -A-> S1 -C-> S2"
+    trail.back(0)
+    assert trail.line() == "PATH: S0\nLEFT HERE: A (best 0.40)"
+    trail.back(7)                                   # not on the path: nothing changes
+    for k in range(3, 15):
+        trail.forward(k, "x")
+    assert trail.line().startswith("PATH: S0 ... S6 -x-> S7") and trail.line().endswith("S14")
+
+
+def test_with_the_trail_the_agents_prompts_equal_the_training_chat():
+    tree, record, task = worked_example()
+    items = flatten_episode(record, {0: tree})
+    chat = teacher_force(TreeEnv(), task, el_turns(items), root=tree.root, trail=True)
+    users = [m["content"] for m in chat.messages if m["role"] == "user"]
+    assert users[0].endswith("PATH: S0") and "PATH: S0 -<canonical A>-> S1" in users[1]
+    returned = next(u for u in users if "returned" in u)
+    assert "LEFT HERE: <canonical A>" in returned
+    script = [m["content"] for m in chat.messages if m["role"] == "assistant"]
+    lm = FakeLM(script)
+    agent = DistilledAgent(lm, window={"keep_last_pairs": None, "trail": True})
+    asyncio.run(run_episode(agent, task, max_steps=10))
+    assert lm.calls[-1].messages == chat.messages[:-1]
+
+
+class BudgetTreeEnv(TreeEnv):
+    """The toy tree with a step budget: the episode ends after ``budget`` steps."""
+
+    def step(self, action):
+        out = super().step(action)
+        if self.state.steps >= self.task.params["budget"]:
+            self.state.done = True
+        return out
+
+
+def test_an_el_trajectory_past_the_budget_is_cut_there_or_skipped():
+    from clew.training.flatten import ReplayError
+    tree, record, task = worked_example()
+    short = type(task)(task.env, {**task.params, "budget": 2}, id="t")
+    with pytest.raises(ReplayError, match="step budget"):
+        teacher_force(BudgetTreeEnv(), short, el_turns(flatten_episode(record, {0: tree})),
+                      root=tree.root)
+    chat = teacher_force(BudgetTreeEnv(), short, el_turns(flatten_episode(record, {0: tree})),
+                         root=tree.root, over_budget="cut")
+    assert chat.cut_at_budget
+    assert [m["content"][-7:] for m in chat.messages if m["role"] == "assistant"] == [
+        "```A```", "```C```"]
+
+
+def test_dead_end_selection_keeps_only_branches_that_ended_lower():
+    from clew.training.flatten import select_traversals
+    tree, _, _ = worked_example()
+    a, c, b = (next(e.edge_id for e in tree.edges if e.action == x) for x in "ACB")
+    assert select_traversals(tree) == [[a], [a, c], [b]]
+    # the executed child s2 is worth 0.6 (the root has no value): s1 (0.2), s3 (0.1) are lower
+    assert select_traversals(tree, "dead_ends", 0.1) == [[a], [a, c], [b]]
+    assert select_traversals(tree, "dead_ends", 0.45) == [[a, c], [b]]
+    assert select_traversals(tree, "dead_ends", 0.6) == [[b]]

@@ -80,6 +80,14 @@ class DataConfig(BaseModel):
         1.0, ge=0.0, le=1.0, description="with select_by gt: the grade that counts as success "
                                          "where an env has no success flag (rooms)")
     el_max_actions: int | None = Field(20, ge=1)
+    el_traversals: Literal["all", "dead_ends"] = Field(
+        "all", description="the traversals before the executed one that EL keeps: all, or "
+                           "those that met a dead end (docs/methods/exploratory-learning.md#dead-ends)")
+    dead_end_margin: float = Field(0.1, ge=0.0, le=1.0, description=(
+        "with el_traversals dead_ends: how far below the state it left a branch must end"))
+    el_over_budget: Literal["skip", "cut"] = Field("skip", description=(
+        "an EL trajectory longer than the env's step budget: skip the episode, or cut it where "
+        "the budget runs out (docs/methods/exploratory-learning.md#teacher-forcing)"))
     il_max_actions: int | None = Field(None, ge=1)
     assessment_value: Literal["both", "text", "number"] = "both"
     sample_mode: Literal["prefix_last", "full"] = "prefix_last"
@@ -123,7 +131,8 @@ class DataConfig(BaseModel):
         return ExportOptions(
             el_max_actions=self.el_max_actions, assessment_value=self.assessment_value,
             sample_mode=self.sample_mode, window=self.window_of(env),
-            strict_replay=self.strict_replay)
+            strict_replay=self.strict_replay, el_traversals=self.el_traversals,
+            dead_end_margin=self.dead_end_margin, el_over_budget=self.el_over_budget)
 
     def pair_options(self, env: str = "") -> PairOptions:
         return PairOptions(self.pair_margin, self.pair_min_visits, self.value_min_visits,
@@ -131,8 +140,14 @@ class DataConfig(BaseModel):
 
     def digest(self) -> str:
         # a field at its default that older configs lacked stays out, so their digests hold
-        old = set() if self.env_window else {"env_window"}
-        blob = json.dumps(self.model_dump(exclude={"out", "allow_empty", *old}), sort_keys=True)
+        old = {k for k, v in (("env_window", {}), ("el_traversals", "all"),
+                              ("dead_end_margin", 0.1), ("el_over_budget", "skip"))
+               if getattr(self, k) == v}
+        dump = self.model_dump(exclude={"out", "allow_empty", *old})
+        for window in (dump["window"], *dump.get("env_window", {}).values()):
+            if not window["trail"]:
+                del window["trail"]
+        blob = json.dumps(dump, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

@@ -56,6 +56,7 @@ from typing import Any, Literal
 
 from clew.agents.distilled import (
     BACKTRACK_TURN,
+    Trail,
     answer,
     completion_text,
     decide,
@@ -64,6 +65,7 @@ from clew.agents.distilled import (
     invalid_user,
     returned_user,
     system_prompt,
+    with_trail,
 )
 from clew.agents.window import ChatWindow
 from clew.envs.base import Env, Task
@@ -116,11 +118,14 @@ def _finishes(edge: Edge) -> bool:
     return edge.child is not None and edge.child.terminal_reason == "env_done"
 
 
-def select_traversals(tree: Tree) -> list[list[int]]:
+def select_traversals(tree: Tree, keep: str = "all", margin: float = 0.1) -> list[list[int]]:
     """Traversals up to and including the first that reaches the executed action (docs/methods/exploratory-learning.md#traversals-kept).
 
     With one decision edge e* (a root edge) that is the first traversal ending in e*; with a
     committed path (docs/methods/mcts.md#value-one-paths) the first traversal equal to the path. Consecutive duplicates go.
+    ``keep="dead_ends"`` keeps, of the traversals before that one, only those that met a dead
+    end: their last state is valued at least ``margin`` below the state where they left the
+    executed path (docs/methods/exploratory-learning.md#dead-ends).
     """
     target = list(tree.decision_edges)
     if not target:
@@ -133,11 +138,33 @@ def select_traversals(tree: Tree) -> list[list[int]]:
             break
     else:
         raise FlattenError(f"no logged traversal reaches the executed edge(s) {target}")
+    if keep == "dead_ends":
+        kept = [t for t in kept[:-1] if _dead_end(tree, t, kept[-1], margin)] + kept[-1:]
     out: list[list[int]] = []
     for trav in kept:
         if trav and (not out or trav != out[-1]):
             out.append(trav)
     return out
+
+
+def _dead_end(tree: Tree, trav: list[int], target: list[int], margin: float) -> bool:
+    """Whether ``trav`` ends valued ``margin`` below the state where it leaves ``target``'s
+    path (the root when it leaves at once; a root without a value is compared with the
+    executed child, the state the search went on to)."""
+    j = 0
+    while j < min(len(trav), len(target)) and trav[j] == target[j]:
+        j += 1
+    if j == len(trav):
+        return False                       # a prefix of the executed path: no branch left
+    leaf = tree.edge(trav[-1]).child
+    start = tree.edge(trav[j - 1]).child if j else tree.root
+    ref = start.value if start is not None and start.value is not None else None
+    if ref is None:
+        first = tree.edge(target[0]).child
+        ref = first.value if first is not None else None
+    if leaf is None or leaf.value is None or ref is None:
+        return False
+    return leaf.value <= ref - margin
 
 
 def flatten_step(tree: Tree, travs: list[list[int]], *, step: int = 0, backtrack: bool = True,
@@ -185,7 +212,8 @@ def flatten_step(tree: Tree, travs: list[list[int]], *, step: int = 0, backtrack
 
 
 def flatten_episode(record: dict[str, Any], trees: dict[int, Tree], *,
-                    backtrack: bool = True) -> list[Item]:
+                    backtrack: bool = True, keep: str = "all",
+                    margin: float = 0.1) -> list[Item]:
     """Merge the flattened steps of one episode (docs/methods/exploratory-learning.md#merging-steps) and check them against the record.
 
     ``trees`` maps the real step index t to the tree searched at step t; a committed path of k
@@ -220,7 +248,8 @@ def flatten_episode(record: dict[str, Any], trees: dict[int, Tree], *,
                 raise FlattenError(f"step {t + i}: the simulated observation differs from the "
                                    f"real one (nondeterministic env?)")
         scale = str(tree.meta.get("value_scale", "unit"))
-        seq = flatten_step(tree, select_traversals(tree), step=t, backtrack=backtrack,
+        seq = flatten_step(tree, select_traversals(tree, keep, margin), step=t,
+                           backtrack=backtrack,
                            root=prev_final, scale=scale, issued=issued)
         merged = seq if not merged else merged + seq[1:]
         last = path[-1]
@@ -384,11 +413,13 @@ class Chat:
     first_mismatch: str | None = None
     skipped: int = 0                      # no-op backtracks left out
     truncated: bool = False               # ended early at a finished (successful) state
+    cut_at_budget: bool = False           # ended where the env's step budget ran out
 
 
 def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
                   root: Node | None = None, strict: bool = False,
-                  min_grade: float | None = None, open_end: bool = False) -> Chat:
+                  min_grade: float | None = None, open_end: bool = False,
+                  trail: bool = False, over_budget: str = "skip") -> Chat:
     """Replay ``turns`` in ``env`` as the runner would run the distilled agent (docs/methods/exploratory-learning.md#teacher-forcing, docs/methods/exploratory-learning.md#distilled-agent).
 
     Each assistant text goes through :func:`clew.agents.distilled.decide`, exactly as the agent's
@@ -400,13 +431,18 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
     invalid actions, which create no state) is a no-op and is left out (``chat.skipped``). If
     the env ends the episode before the last turn (the search walked into a finished state and
     went on searching) the chat ends there when the grade reached is at least ``min_grade`` (a
-    successful, shorter trajectory; ``chat.truncated``); otherwise it is a :class:`ReplayError`.
+    successful, shorter trajectory; ``chat.truncated``); otherwise it is a :class:`ReplayError`,
+    unless ``over_budget`` is ``cut``: then the chat ends there too (``chat.cut_at_budget``), so
+    its turns are the decisions the agent could take within its budget.
     ``open_end`` ends the chat with the user turn that follows the last turn instead: the prompt
-    of the next decision (preference pairs, :mod:`clew.training.preferences`).
+    of the next decision (preference pairs, :mod:`clew.training.preferences`). ``trail`` ends
+    every user turn with the :class:`~clew.agents.distilled.Trail` line, updated as the agent
+    updates it.
     """
     first = env.reset(task)
+    track = Trail() if trail else None
     chat = Chat([{"role": "system", "content": system_prompt(env, fmt)},
-                 {"role": "user", "content": first_user(env, 0, first.text)}])
+                 {"role": "user", "content": with_trail(first_user(env, 0, first.text), track)}])
     path = [0]
     snaps = {0: env.snapshot()} if env.flags.supports_backtrack else {}
     sid_of: dict[int, int] = {} if root is None else {id(root): 0}  # id(node) -> state id
@@ -426,6 +462,8 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
         chat.state_ids.append(path[-1])
         chat.messages.append({"role": "assistant", "content": turn.text})
         chat.kinds.append(turn.kind)
+        if track is not None:
+            track.assess(path[-1], turn.text)
         decision = decide(turn.text, path)
         if "backtrack" in decision.info:
             k = decision.info["backtrack"]
@@ -436,7 +474,9 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
             env.set_clock(env.clock() + 1)
             del path[path.index(k) + 1:]
             chat.valid.append(True)
-            pending = returned_user(env, k, env.observation().text)
+            if track is not None:
+                track.back(k)
+            pending = with_trail(returned_user(env, k, env.observation().text), track)
             continue
         ok = env.parse_action(decision.action) is not None
         step = env.step(decision.action)
@@ -446,9 +486,13 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
             path.append(sid)
             if env.flags.supports_backtrack:
                 snaps[sid] = env.snapshot()
-            pending = forward_user(env, sid, step.obs.text, env.canonical(decision.action))
+            if track is not None:
+                track.forward(sid, env.canonical(decision.action))
+            pending = with_trail(forward_user(env, sid, step.obs.text,
+                                              env.canonical(decision.action)), track)
         else:
-            pending = invalid_user(env, path[-1], step.obs.text, decision.action)
+            pending = with_trail(invalid_user(env, path[-1], step.obs.text, decision.action),
+                                 track)
         if turn.edge is not None and turn.edge.child is not None:
             sid_of[id(turn.edge.child)] = path[-1]
             expected = turn.edge.child.obs
@@ -463,6 +507,9 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
             grade = float(env.grade())
             if min_grade is not None and grade >= min_grade:
                 chat.truncated = True
+                break
+            if over_budget == "cut":
+                chat.cut_at_budget = True
                 break
             raise ReplayError(f"the env ended the episode after turn {i} of {len(turns)} with "
                               f"grade {grade:g}: the trajectory, backtracks included, is longer "
@@ -533,6 +580,9 @@ class ExportOptions:
     sample_mode: Literal["prefix_last", "full"] = "prefix_last"
     window: ChatWindow = field(default_factory=ChatWindow)
     strict_replay: bool = False
+    el_traversals: Literal["all", "dead_ends"] = "all"
+    dead_end_margin: float = 0.1
+    el_over_budget: Literal["skip", "cut"] = "skip"
 
 
 @dataclass
@@ -570,14 +620,17 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
         out.el_skipped = "no search trees"
     else:
         try:
-            items = flatten_episode(record, trees, backtrack=env.flags.supports_backtrack)
+            items = flatten_episode(record, trees, backtrack=env.flags.supports_backtrack,
+                                    keep=opt.el_traversals, margin=opt.dead_end_margin)
             grade = float((record.get("outcome") or {}).get("grade") or 0.0)
             chat = teacher_force(env, task, el_turns(items, opt.assessment_value), "el",
-                                 root=items[0].node, strict=opt.strict_replay, min_grade=grade)
+                                 root=items[0].node, strict=opt.strict_replay, min_grade=grade,
+                                 trail=opt.window.trail, over_budget=opt.el_over_budget)
             out.el_actions = len(chat.kinds)    # forward and backtrack turns (docs/methods/exploratory-learning.md#imitation-learning)
             out.counts.update(el_replay_mismatches=chat.mismatches,
                               el_noop_backtracks=chat.skipped,
-                              el_truncated_at_done=int(chat.truncated))
+                              el_truncated_at_done=int(chat.truncated),
+                              el_cut_at_budget=int(chat.cut_at_budget))
             if opt.el_max_actions is not None and out.el_actions > opt.el_max_actions:
                 out.el_skipped = (f"too long ({out.el_actions} actions > el_max_actions "
                                   f"{opt.el_max_actions})")
@@ -587,7 +640,8 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
         except FlattenError as exc:
             out.el_skipped = str(exc)
     try:
-        chat = teacher_force(make_env(), task, il_turns(record), "il", strict=opt.strict_replay)
+        chat = teacher_force(make_env(), task, il_turns(record), "il", strict=opt.strict_replay,
+                             trail=opt.window.trail)
         out.il, dropped = make_samples(chat, **cut)
         _add(out.counts, dropped, "il")
     except FlattenError as exc:

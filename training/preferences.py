@@ -126,7 +126,8 @@ def tree_rows(record: dict[str, Any], t: int, tree: Tree, make_env, opt: PairOpt
         for turn in turns[t:]:
             turn.text = turn.render()
         try:
-            chat = teacher_force(make_env(), task, turns, "il", open_end=True)
+            chat = teacher_force(make_env(), task, turns, "il", open_end=True,
+                                 trail=opt.window.trail)
         except FlattenError:
             out.counts["replay_failed"] += 1
             continue
