@@ -153,15 +153,17 @@ class ValueOptions(Section):
     horizon: int | None = Field(None, ge=1)
     rollout_policy: Literal["novel", "random"] = "novel"
     discount: float = Field(0.95, gt=0, le=1)
+    aggregate: Literal["mean", "max"] = "mean"
 
     LM_ONLY = frozenset({"kind", "parse_failure", "single", "debate", "constrain"})
     HEURISTIC_ONLY = frozenset({"noise", "cap", "estimate", "rollouts", "horizon",
-                                "rollout_policy", "discount"})
+                                "rollout_policy", "discount", "aggregate"})
 
     @model_validator(mode="after")
     def _estimate_fields(self) -> ValueOptions:
         """The fields of one estimate given with the other are errors naming them."""
-        other = {"progress": {"rollouts", "horizon", "rollout_policy", "discount"},
+        other = {"progress": {"rollouts", "horizon", "rollout_policy", "discount",
+                              "aggregate"},
                  "rollout": {"noise", "cap"}}[self.estimate]
         given = sorted(other & self.model_fields_set)
         if given:

@@ -172,7 +172,7 @@ class RolloutValue:
         options = options or ValueOptions(estimate="rollout")
         self.rollouts, self.horizon, self.policy = (options.rollouts, options.horizon,
                                                     options.rollout_policy)
-        self.discount = options.discount
+        self.discount, self.aggregate = options.discount, options.aggregate
         # (state, clock) -> walk outcomes: a search reaches one state by many paths, and
         # seeding by the state makes the memo change nothing
         self._cache: dict[tuple[str, Any], list[float]] = {}
@@ -180,6 +180,7 @@ class RolloutValue:
 
     def config_hash(self) -> str:
         return (f"rollout:{self.rollouts}:{self.horizon}:{self.policy}:{self.discount}:"
+                f"{self.aggregate}:"
                 f"{self.seed}:{self.scale}")
 
     def walk(self, env: Env, rng: Any) -> float:
@@ -226,7 +227,7 @@ class RolloutValue:
                 if key is not None:
                     self._cache[(ctx.task_id, key)] = cached
             outcomes = cached
-        v = sum(outcomes) / len(outcomes)
+        v = max(outcomes) if self.aggregate == "max" else sum(outcomes) / len(outcomes)
         if self.scale == "signed":
             v = 2.0 * v - 1.0
         return ValueRecord(v=v, kind="heuristic", info={"rollouts": outcomes},
