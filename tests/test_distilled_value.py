@@ -24,6 +24,7 @@ from clew.envs.registry import make_for
 from clew.envs.suites import resolve
 from clew.loop.pipeline import LoopConfig, run_loop, with_window
 from clew.records import RunDir
+from clew.reports.diagnose import diagnose_run, summary_lines
 from clew.runner.config import ConfigError, EvalConfig, load_config
 from clew.runner.evaluate import evaluate
 from clew.runner.registry import build_agent
@@ -241,6 +242,14 @@ def test_the_values_prompts_are_the_chats_the_learned_value_was_sent(tmp_path):
     for row in chats:
         assert 0 <= row["target"] <= 0.7 + 1e-9   # grades read, 0 at the step limit
         assert row["messages"][-1]["content"] == grade_answer(row["target"])
+
+    # clew diagnose measures the learned value against ground truth, as its own kind
+    doc = diagnose_run(run_dir.path)
+    learned = doc["value"]["learned"]
+    assert learned["all"]["n"] == len(graded) and learned["all"]["mae"] is not None
+    assert sum(b["n"] for b in learned["reliability"]) == len(graded)
+    assert doc["configured"]["value_kind"] == "learned"
+    assert any(line.startswith("  value learned: n ") for line in summary_lines(doc))
 
 
 def test_value_sft_from_an_oracle_search_is_empty_and_says_why(tmp_path):
