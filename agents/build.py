@@ -5,7 +5,8 @@ LM roles share one model unless ``role_models`` names another for a role; the ma
 loaded on first use. Heuristic roles need no model (and may read the env's ground truth). A
 search agent's ``distilled_policy`` section replaces the policy by a fine-tuned model prompted in
 the distilled agent's format (:class:`clew.agents.distilled.DistilledPolicy`); it loads its own
-model, also on first use.
+model, also on first use; its ``distilled_value`` section likewise replaces the value function
+(:class:`clew.agents.distilled_value.DistilledValue`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from clew.agents.debate import DebateValue
 from clew.agents.distilled import DistilledPolicy
+from clew.agents.distilled_value import DistilledValue
 from clew.agents.heuristics.search_roles import (
     HeuristicPolicy,
     HeuristicValue,
@@ -24,6 +26,7 @@ from clew.agents.lm.base import LanguageModel
 from clew.agents.lm.spec import load_model
 from clew.agents.options import (
     DistilledPolicyOptions,
+    DistilledValueOptions,
     ReflectionOptions,
     RoleName,
     RoleOptions,
@@ -62,7 +65,12 @@ def build_policy(opts: RoleOptions, branching_factor: int, models: Models,
     return LMPolicy(models.for_role("policy"), branching_factor, opts.policy)
 
 
-def build_value(opts: RoleOptions, value: ValueOptions, models: Models) -> ValueFunction:
+def build_value(opts: RoleOptions, value: ValueOptions, models: Models,
+                distilled: DistilledValueOptions | None = None) -> ValueFunction:
+    """The LM or heuristic value of ``opts``; with ``distilled``, the learned value (a model
+    fine-tuned on ``value_sft`` chats) on ``value.scale``, whatever the other roles are."""
+    if distilled is not None:
+        return DistilledValue(distilled, value.scale)
     if not opts.lm_roles:
         if value.estimate == "rollout":
             return RolloutValue(value, seed=opts.seed)

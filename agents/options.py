@@ -49,16 +49,13 @@ class PolicyOptions(Section):
     HEURISTIC_ONLY = frozenset({"prior", "n_samples", "oracle_temperature"})
 
 
-class DistilledPolicyOptions(Section):
-    """``distilled_policy`` (search agents): the policy is a model fine-tuned by ``clew train``
-    (EL or IL, ``format``), prompted with the distilled agent's chat at each node
-    (:class:`clew.agents.distilled.DistilledPolicy`); ``n_samples`` completions per expansion,
-    one request; priors from their frequencies as for the LM policy. ``model`` is required (a
-    spec string such as ``hf:runs/loop/round-1/models/el``; ``model_options`` go to its backend);
-    ``window`` (:class:`~clew.agents.window.ChatWindow`) and ``context_tokens`` fit the chat as
-    the distilled agent does.
-    Sampling defaults are the LM policy's (``temperature`` 1.0, ``top_p`` 0.95): diverse samples
-    give the priors. ``constrain``: every answer is one of the env's legal actions
+class DistilledModelOptions(Section):
+    """What a search role prompted with the distilled agent's chat reads: ``model`` is required
+    (a spec string such as ``hf:runs/loop/round-1/models/el``; ``model_options`` go to its
+    backend), ``format`` the chat format it was trained in, ``window``
+    (:class:`~clew.agents.window.ChatWindow`) and ``context_tokens`` fit the chat as the
+    distilled agent does; ``n_samples`` completions per request at ``temperature`` / ``top_p``;
+    ``constrain``: every answer is one of the allowed ones
     (docs/methods/parsing.md#constrained-answers)."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -74,10 +71,13 @@ class DistilledPolicyOptions(Section):
     context_tokens: int | None = Field(None, ge=1)
     constrain: bool = False
 
+    #: the option's name in error messages
+    WHO: ClassVar[str] = "distilled_policy"
+
     @model_validator(mode="before")
     @classmethod
     def _old_window(cls, data: Any) -> Any:
-        return legacy_window(data, "distilled_policy") if isinstance(data, dict) else data
+        return legacy_window(data, cls.WHO) if isinstance(data, dict) else data
 
     @field_validator("model")
     @classmethod
@@ -89,6 +89,32 @@ class DistilledPolicyOptions(Section):
     @property
     def model_spec(self) -> str:
         return self.model.spec if isinstance(self.model, LanguageModel) else self.model
+
+
+class DistilledPolicyOptions(DistilledModelOptions):
+    """``distilled_policy`` (search agents): the policy is a model fine-tuned by ``clew train``
+    (EL or IL, ``format``), prompted with the distilled agent's chat at each node
+    (:class:`clew.agents.distilled.DistilledPolicy`); ``n_samples`` completions per expansion,
+    one request; priors from their frequencies as for the LM policy.
+    Sampling defaults are the LM policy's (``temperature`` 1.0, ``top_p`` 0.95): diverse samples
+    give the priors. ``constrain``: every answer is one of the env's legal actions."""
+
+
+class DistilledValueOptions(DistilledModelOptions):
+    """``distilled_value`` (search agents): the value function is a model fine-tuned by ``clew
+    train`` on ``clew data``'s ``value_sft`` chats, prompted with the distilled agent's chat in
+    the IL format (the values' prompts) at each evaluated node
+    (:class:`clew.agents.distilled_value.DistilledValue`,
+    docs/methods/exploratory-learning.md#learned-value). The value is the mean of the
+    ``n_samples`` grades read (``temperature`` 0: one greedy answer); ``constrain``: every
+    answer is a grade of the data's (a tenth in [0, 1]). The scale is ``value.scale``."""
+
+    format: Literal["el", "il"] = "il"
+    n_samples: int = Field(8, ge=1)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int = Field(32, ge=1)
+
+    WHO: ClassVar[str] = "distilled_value"
 
 
 class ActSampling(Section):

@@ -27,6 +27,10 @@ moves remain``). Without such a label: the last ``Final answer:`` /
 ``Answer:`` / ``Grade:`` / ``Verdict:`` label, then a last line that is a lone letter, then a
 JSON object with a ``status_code`` key.
 
+**Value estimates** (the learned value, docs/methods/exploratory-learning.md#learned-value): a
+number in [0, 1] after the *last* ``Value estimate:`` label (fenced or not), tried like an
+action's candidates; a number outside [0, 1] is not an estimate.
+
 **Rubrics**: the last ``<rubric>…</rubric>`` block; an unclosed final block counts when the
 completion was not cut; without markers, the completion's bulleted or numbered lines. Markers
 named rather than used (an echoed instruction: ``between <rubric> and </rubric>``) are not a
@@ -68,6 +72,8 @@ ANSWER_PHRASE = "Next action:"
 #: the phrase and letters of a constrained status code (``value.constrain``)
 STATUS_PHRASE = "STATUS CODE:"
 STATUS_LETTERS = ("A", "B", "C", "D", "E")
+#: the phrase of the learned value's grade (``Value estimate: ```0.4``` ``)
+VALUE_PHRASE = "Value estimate:"
 RUBRIC_START, RUBRIC_END = "<rubric>", "</rubric>"
 LENGTH = "length"            # the finish_reason of a completion cut by the token limit
 EXAMPLES_KEPT = 3            # failing outputs kept per role, for the stop message
@@ -224,6 +230,20 @@ def parse_status(text: str, finish_reason: str | None = None) -> str | None:
                 letter = unwrap(str(value)).upper()
                 if letter in STATUS_LETTERS:
                     return letter
+    return None
+
+
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+
+
+def parse_estimate(text: str, finish_reason: str | None = None) -> float | None:
+    """The learned value's estimate in [0, 1] of a completion, or None (see the module
+    docstring): the first answer candidate after ``Value estimate:`` that is a lone number."""
+    for candidate in answer_candidates(text, VALUE_PHRASE, finish_reason):
+        if _NUMBER.fullmatch(candidate.strip()):
+            x = float(candidate)
+            if 0.0 <= x <= 1.0:
+                return x
     return None
 
 

@@ -4,7 +4,8 @@
 Writes ``DIR/el``, ``DIR/il_all``, ``DIR/il_matched`` (Hugging Face ``save_to_disk``), the same as
 JSONL (``DIR/<subset>.jsonl``, chat format), ``DIR/pairs`` and ``DIR/values`` (preference pairs
 and value targets, docs/methods/exploratory-learning.md#preference-pairs-and-dpo; JSONL too) and
-``DIR/export_report.json``.
+``DIR/export_report.json``; with ``subsets`` naming ``value_sft``, ``DIR/value_sft`` (chats that
+train a value model, docs/methods/exploratory-learning.md#learned-value).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {name:11s} {n} sample(s) -> {out / name} and {out / name}.jsonl")
     _skipped("el", report)
     _skipped("il", report)
+    for reason, n in sorted(report.get("value_sft_skipped", {}).items(), key=lambda kv: -kv[1]):
+        print(f"VALUE_SFT skipped {n} value row(s): {reason}")
     for what in ("unreadable_records", "unreadable_trees"):
         if report[what]:
             print(f"{len(report[what])} {what.replace('_', ' ')} skipped, e.g. {report[what][0]}")
@@ -80,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     if empty and not cfg.allow_empty:
         print(f"warning: no samples in {', '.join(empty)}; "
               + (empty_hint(cfg, report) if "el" in empty or "il_matched" in empty else
+                 "value_sft needs trees of a search that reads no oracle (mcts-rollout)"
+                 if empty == ["value_sft"] and report.get("value_sft_skipped") else
                  "see the skip reasons above")
               + " (allow_empty=true accepts empty subsets)", file=sys.stderr)
         return 1

@@ -19,9 +19,13 @@ One EL and one IL model learn from every family's samples; with ``model_per_fami
 family gets its own pair, trained on its envs' samples alone (with the family's ``train`` options
 on top of the loop's), and its agents use them. A family without samples then has no model.
 
-Placeholders in agent options: ``{el}`` and ``{il}`` name the folders of this round's EL and IL
-models in ``round_agents`` (with ``model_per_family``: the family's), and those of the previous
-round in ``next_search``; ``{out}`` is the loop's folder.
+``distill`` names the models a round trains: ``el`` (on the ``el`` chats), ``il`` (``il_all``)
+and ``value`` (a learned value on ``value_sft``, which ``data.subsets`` must then name;
+docs/methods/exploratory-learning.md#learned-value).
+
+Placeholders in agent options: ``{el}``, ``{il}`` and ``{value}`` name the folders of this
+round's EL, IL and value models in ``round_agents`` (with ``model_per_family``: the family's),
+and those of the previous round in ``next_search``; ``{out}`` is the loop's folder.
 
 Resume: ``state.json`` lists the stages that finished; ``--resume`` skips them, reruns a data or
 training stage that did not finish from scratch, and resumes an unfinished evaluation in its run
@@ -52,7 +56,13 @@ from clew.reports.report import ReportError, write_report
 from clew.runner.config import ConfigError, EvalConfig, deep_merge, load_yaml, validate
 from clew.runner.evaluate import evaluate
 from clew.training.config import TrainConfig
-from clew.training.datasets import DataConfig, build_datasets, load_chat_dataset, save_datasets
+from clew.training.datasets import (
+    VALUE_SUBSET,
+    DataConfig,
+    build_datasets,
+    load_chat_dataset,
+    save_datasets,
+)
 from clew.training.train import train
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -141,7 +151,7 @@ class LoopConfig(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict,
                                  description="clew data options (runs and out are the loop's)")
     accumulate_data: bool = Field(True, description="train on the data of every round so far")
-    distill: list[Literal["el", "il"]] = Field(default_factory=lambda: ["el", "il"])
+    distill: list[Literal["el", "il", "value"]] = Field(default_factory=lambda: ["el", "il"])
     model_per_family: bool = Field(
         False, description="a model per family and format, trained on that family's samples "
                            "alone; false: one model per format learns every family")
@@ -177,6 +187,11 @@ class LoopConfig(BaseModel):
             if fam.train and not self.model_per_family:
                 raise ValueError(f"families.{i}.train: read only with model_per_family: true "
                                  "(otherwise one model learns every family: set the loop's train)")
+        subsets = self.data.get("subsets")
+        if "value" in self.distill and isinstance(subsets, list) and \
+                VALUE_SUBSET not in subsets:
+            raise ValueError(f"data.subsets: distill names value, which trains on "
+                             f"{VALUE_SUBSET}: add it (subsets: {subsets})")
         names = [s.label for s in (*self.baselines, *self.round_agents)]
         if len(set(names)) != len(names):
             raise ValueError("baselines/round_agents: every label must be unique")
@@ -202,14 +217,19 @@ def fill(obj: Any, values: dict[str, str]) -> Any:
     return obj
 
 
+#: the data subset each ``distill`` kind trains on
+DISTILL_SUBSETS = {"el": "el", "il": "il_all", "value": VALUE_SUBSET}
+
+
 def with_window(options: dict[str, Any], agent: str, window: ChatWindow) -> dict[str, Any]:
     """``options`` of an agent that prompts a trained model (``distilled``, or a search with a
-    ``distilled_policy``) with its chat window set to ``window``; other agents' as they are."""
+    ``distilled_policy`` or ``distilled_value``) with its chat window set to ``window``; other
+    agents' as they are."""
     if agent == "distilled":
         return {**options, "window": window.model_dump()}
-    if isinstance(options.get("distilled_policy"), dict):
-        return {**options, "distilled_policy": {**options["distilled_policy"],
-                                                "window": window.model_dump()}}
+    for key in ("distilled_policy", "distilled_value"):
+        if isinstance(options.get(key), dict):
+            options = {**options, key: {**options[key], "window": window.model_dump()}}
     return options
 
 
@@ -383,6 +403,9 @@ class Loop:
         def work() -> dict[str, int]:
             shutil.rmtree(folder, ignore_errors=True)
             options = {"allow_empty": True, **self.cfg.data, "runs": runs}
+            if "value" in self.cfg.distill and "subsets" not in options:  # the default + chats
+                options["subsets"] = [*DataConfig.model_fields["subsets"].default_factory(),
+                                      VALUE_SUBSET]
             by_env = {env: fam.window.model_dump() for fam in self.cfg.families
                       if fam.window for env in fam.envs}
             if by_env:
@@ -392,18 +415,19 @@ class Loop:
             save_datasets(datasets, report, folder)
             return {name: ds.num_rows for name, ds in datasets.items()}
 
-        return self.stage(f"r{r}/data", f"round {r} data: trees -> EL and IL chats", work)
+        return self.stage(f"r{r}/data", f"round {r} data: trees -> EL and IL chats"
+                          + (" and value grades" if "value" in self.cfg.distill else ""), work)
 
     def groups(self) -> list[Family | None]:
         """Who gets models: each family (``model_per_family``), or all of them at once (None)."""
         return list(self.cfg.families) if self.cfg.model_per_family else [None]
 
     def models(self, r: int, fam: Family | None = None) -> dict[str, str]:
-        """The folders of round ``r``'s EL and IL models that ``fam``'s agents use."""
+        """The folders of round ``r``'s EL, IL and value models that ``fam``'s agents use."""
         folder = self.out / f"round-{r}" / "models"
         if self.cfg.model_per_family and fam is not None:
             folder = folder / fam.name
-        return {kind: str(folder / kind) for kind in ("el", "il")}
+        return {kind: str(folder / kind) for kind in DISTILL_SUBSETS}
 
     def train(self, r: int, sizes: dict[str, int]) -> dict[str, list[str]]:
         """Fine-tune a model per ``distill`` kind (and per family with ``model_per_family``);
@@ -420,7 +444,7 @@ class Loop:
                 for subset, by_env in per_env.items()}
             name = "" if group is None else f"{group.name} "
             for kind in self.cfg.distill:
-                subset = "el" if kind == "el" else "il_all"
+                subset = DISTILL_SUBSETS[kind]
                 if not counts.get(subset):
                     self.say(f"round {r} train: no {name}{subset} samples, no {name}"
                              f"{kind.upper()} model")
@@ -463,7 +487,7 @@ class Loop:
     def samples_per_env(data: Path, sizes: dict[str, int]) -> dict[str, Counter]:
         """Each trained subset's samples counted by env (each dataset read once)."""
         return {subset: Counter(load_chat_dataset(data / subset)["env"])
-                for subset in ("el", "il_all") if sizes.get(subset)}
+                for subset in DISTILL_SUBSETS.values() if sizes.get(subset)}
 
     def build_tiny(self, r: int, sizes: dict[str, int]) -> None:
         """Build a ``tiny:`` base model that does not exist yet, its tokenizer trained on this
@@ -475,7 +499,7 @@ class Loop:
         if (path / "clew_tiny.json").exists():
             return
         texts = []
-        for subset in ("el", "il_all"):
+        for subset in DISTILL_SUBSETS.values():
             folder = self.out / f"round-{r}" / "data" / subset
             if sizes.get(subset):  # an empty saved dataset does not load
                 texts += [m["content"] for row in load_chat_dataset(folder)
@@ -488,7 +512,7 @@ class Loop:
                      trained: dict[str, list[str]]) -> None:
         where = "baselines" if r is None else f"round-{r}"
         for spec in specs:
-            needs = [k for k in ("el", "il") if "{" + k + "}" in json.dumps(spec.agent_options)]
+            needs = [k for k in DISTILL_SUBSETS if "{" + k + "}" in json.dumps(spec.agent_options)]
             for fam in self.cfg.families:
                 if r is not None and any(k not in trained.get(fam.name, []) for k in needs):
                     self.say(f"{where} evaluate: {spec.label} on {fam.name} needs the "

@@ -20,7 +20,8 @@ A state the task ended is worth 1 on success, else 0; a state an episode rule cu
 
 Four sections, each a pure function over the replayed rows:
 
-* **value calibration** (:func:`value_stats`): per value kind (single, debate, heuristic) and
+* **value calibration** (:func:`value_stats`): per value kind (single, debate, heuristic,
+  learned: the ``distilled_value`` of docs/methods/exploratory-learning.md#learned-value) and
   per depth: bias, MAE, RMSE and Spearman rank correlation against ``progress``; Brier score and
   expected calibration error against *solvable*; a reliability table; and ``noise_fit``, the
   standard deviation of a Gaussian error fitted by maximum likelihood to values clipped at the
@@ -530,7 +531,9 @@ def configured_value(config: dict[str, Any]) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {"algorithm": opts.search.algorithm,
                            "roles": "lm" if opts.lm_roles else "heuristic"}
-    if not opts.lm_roles:
+    if opts.distilled_value is not None:      # a learned value: no noise of its own
+        out.update(value_kind="learned", value_model=opts.distilled_value.model_spec)
+    elif not opts.lm_roles:
         out.update(noise=opts.value.noise, cap=opts.value.cap)
     else:
         out["value_kind"] = opts.value.kind

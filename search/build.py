@@ -28,9 +28,11 @@ def _temp_memory_dir(opts: AgentOptions) -> str:
     run = CURRENT_RUN.get()
     if run is None:                         # outside a run: this agent's own
         return tempfile.mkdtemp(prefix="clew-memory-")
-    dp = opts.distilled_policy                # models by spec: a loaded one is not JSON
-    key = (run, opts.model_dump_json(exclude={"model": True, "distilled_policy": {"model"}})
-           + str(opts.model_spec) + str(dp.model_spec if dp is not None else ""))
+    dp, dv = opts.distilled_policy, opts.distilled_value  # models by spec: a loaded one is not JSON
+    key = (run, opts.model_dump_json(exclude={"model": True, "distilled_policy": {"model"},
+                                              "distilled_value": {"model"}})
+           + str(opts.model_spec) + "".join(str(d.model_spec if d is not None else "")
+                                            for d in (dp, dv)))
     if key not in _TEMP_MEMORY:
         _TEMP_MEMORY[key] = tempfile.mkdtemp(prefix="clew-memory-")
     return _TEMP_MEMORY[key]
@@ -40,7 +42,7 @@ def search_agent(opts: AgentOptions) -> SearchAgent:
     """The agent ``opts`` describe."""
     models = Models(opts)
     policy = build_policy(opts, opts.search.branching_factor, models, opts.distilled_policy)
-    value = build_value(opts, opts.value, models)
+    value = build_value(opts, opts.value, models, opts.distilled_value)
     reflector = build_reflector(opts, opts.reflection, models) if opts.reflection else None
     memory = None
     if opts.memory_on:
@@ -52,6 +54,9 @@ def search_agent(opts: AgentOptions) -> SearchAgent:
     if opts.distilled_policy is not None:     # the policy is learned (agent kind learned+search)
         info.update(policy_kind="distilled", policy_model=opts.distilled_policy.model_spec,
                     policy_format=opts.distilled_policy.format)
+    if opts.distilled_value is not None:      # the value is learned
+        info.update(value_model=opts.distilled_value.model_spec,
+                    value_format=opts.distilled_value.format)
     return SearchAgent(policy, value, algorithm, reflector=reflector, memory=memory,
                        reflection=opts.reflection, policy_memory=opts.policy_memory,
                        value_memory=opts.value_memory, episode=opts.episode, seed=opts.seed,

@@ -14,6 +14,10 @@ model fine-tuned by ``clew train`` in the EL/IL chat format
 follow ``roles`` (``roles: heuristic`` + ``distilled_policy``: the distilled policy with the
 heuristic value). The ``policy`` section and ``role_models.policy`` are then not read, and
 policy reflections are off (the distilled model was not trained with them).
+
+``distilled_value`` (likewise) makes the value function a model fine-tuned on ``clew data``'s
+``value_sft`` chats (:class:`~clew.agents.distilled_value.DistilledValue`); of the ``value``
+section only ``scale`` is read, ``role_models.value`` is not, and value reflections are off.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, Literal
 
 from clew.agents.options import (
     DistilledPolicyOptions,
+    DistilledValueOptions,
     OptionsError,
     ReflectionOptions,
     RoleOptions,
@@ -72,15 +77,16 @@ class AgentOptions(RoleOptions):
     memory: MemoryOptions = Field(default_factory=MemoryOptions)
     episode: EpisodeOptions = Field(default_factory=EpisodeOptions)
     distilled_policy: DistilledPolicyOptions | None = None
+    distilled_value: DistilledValueOptions | None = None
 
     @field_validator("reflection", mode="before")
     @classmethod
     def _reflection_on_off(cls, v: Any) -> Any:
         return on_off(v)
 
-    @field_validator("distilled_policy", mode="before")
+    @field_validator("distilled_policy", "distilled_value", mode="before")
     @classmethod
-    def _distilled_policy(cls, v: Any) -> Any:
+    def _distilled_model(cls, v: Any) -> Any:
         return {"model": v} if isinstance(v, str) else on_off(v)
 
     @field_validator("search", mode="before")
@@ -106,6 +112,8 @@ class AgentOptions(RoleOptions):
     @property
     def value_memory(self) -> bool:
         """Retrieve value reflections at each evaluation."""
+        if self.distilled_value is not None:        # it reads none
+            return False
         return self.memory_on and (self.reflection is None or self.reflection.value.enabled)
 
     def unread(self) -> list[tuple[str, str]]:
@@ -124,6 +132,22 @@ class AgentOptions(RoleOptions):
         if self.distilled_policy is not None:
             out = [(k, why) for k, why in out if not k.startswith("policy.")]
             out += self._unread_by_distilled_policy()
+        if self.distilled_value is not None:
+            out = [(k, why) for k, why in out if not k.startswith("value.")]
+            out += self._unread_by_distilled_value()
+        return out
+
+    def _unread_by_distilled_value(self) -> list[tuple[str, str]]:
+        """With ``distilled_value`` the value is the fine-tuned model: of the ``value`` section
+        only ``scale`` is read, ``role_models.value`` is not, and it reads no reflections."""
+        why = "not read: the value is distilled_value (only value.scale is read)"
+        out = [(f"value.{k}", why) for k in sorted(self.value.model_fields_set - {"scale"})]
+        if "value" in self.role_models:
+            out.append(("role_models.value", why))
+        if self.reflection is not None and self.reflection.value.enabled:
+            why = ("the distilled value reads no reflections: set it to false (policy "
+                   "reflections stay on)")
+            out.append(("reflection.value.enabled", why))
         return out
 
     def _unread_by_distilled_policy(self) -> list[tuple[str, str]]:

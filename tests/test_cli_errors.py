@@ -156,11 +156,14 @@ def test_a_bad_model_is_refused_up_front(folders, cwd, capsys, command, agent, m
 @pytest.mark.parametrize("override, needles", [
     ("agent_options.distilled_policy.model=hf:/no/such/folder",
      ["agent_options.distilled_policy.model", "does not exist"]),
+    ("agent_options.distilled_value.model=hf:/no/such/folder",
+     ["agent_options.distilled_value.model", "does not exist"]),
     ("agent_options.role_models.value=hf:el-lora", ["agent_options.role_models.value",
                                                     "LoRA adapter without its base"]),
 ])
 def test_nested_models_of_search_agents_are_checked(folders, cwd, capsys, override, needles):
-    agent = "mcts-distilled-policy" if "distilled_policy" in override else "rmcts"
+    agent = ("mcts-distilled-policy" if "distilled_policy" in override else
+             "mcts-learned" if "distilled_value" in override else "rmcts")
     args = ["search", "--agent", agent, "--suite", SUITE, "--out", "runs/x", override]
     if agent == "rmcts":
         args += ["--model", "fake:Next action: up"]

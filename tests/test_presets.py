@@ -33,9 +33,12 @@ def test_every_preset_loads_from_yaml_and_builds(name):
     assert factory == "search"
     lm = options.get("roles") != "heuristic"
     given = {"model": "fake:Next action: ```up```"} if lm else {}
-    learned = "distilled_policy" in options       # its model is a required override
-    if learned:
+    # a distilled role's model is a required override
+    learned = "distilled_policy" in options or "distilled_value" in options
+    if "distilled_policy" in options:
         given["distilled_policy"] = {"model": "fake:Next action: ```up```"}
+    if "distilled_value" in options:
+        given["distilled_value"] = {"model": "fake:Value estimate: ```0.5```"}
     agent = build_agent(name, **given)
     assert agent.name == name                                 # reports tell presets apart
     assert agent.kind == ("learned+search" if learned else "lm" if lm else "heuristic")

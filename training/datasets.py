@@ -12,7 +12,11 @@ objects with a ``messages`` column in chat format plus metadata columns:
 * ``pairs`` and ``values``: step-level preference pairs (TRL's conversational preference format)
   and value targets from every episode's trees (:mod:`clew.training.preferences`,
   docs/methods/exploratory-learning.md#preference-pairs-and-dpo); their own columns, one JSONL
-  shape.
+  shape;
+* ``value_sft``: chats that train a value model on the search's own estimates (not built unless
+  asked for; :func:`clew.training.preferences.value_sft_rows`,
+  docs/methods/exploratory-learning.md#learned-value), chat columns plus ``target``, ``node``,
+  ``depth``; the rows left out are counted by reason in the report's ``value_sft_skipped``.
 
 Every assistant message carries ``weight`` (0 or 1, the OpenAI fine-tuning convention); other
 messages have ``weight`` null. Metadata columns: ``task_id``, ``env``, ``source_run``,
@@ -56,7 +60,7 @@ from clew.records.compat import move_renamed
 from clew.records.jsonl import RecordError, numbered_jsonl
 from clew.search.tree import TreeFormatError, read_trees
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
-from clew.training.preferences import PairOptions, episode_rows
+from clew.training.preferences import PairOptions, episode_rows, value_sft_rows
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tqdm import tqdm
 
@@ -64,6 +68,8 @@ SUBSETS = ("el", "il_all", "il_matched")
 EXAMPLES_PER_REASON = 3
 #: subsets from the search's estimates rather than chats (:mod:`clew.training.preferences`)
 TREE_SUBSETS = ("pairs", "values")
+#: chats from the value rows (:func:`clew.training.preferences.value_sft_rows`)
+VALUE_SUBSET = "value_sft"
 EXPORT_FORMATS = ("chat", "openai", "prompt_completion", "context_response")
 
 
@@ -100,12 +106,15 @@ class DataConfig(BaseModel):
                                           "enough)")
     strict_replay: bool = False
     env_options: dict[str, Any] = Field(default_factory=dict)
-    subsets: list[Literal["el", "il_all", "il_matched", "pairs", "values"]] = Field(
+    subsets: list[Literal["el", "il_all", "il_matched", "pairs", "values", "value_sft"]] = Field(
         default_factory=lambda: [*SUBSETS, *TREE_SUBSETS])
     pair_margin: float = Field(0.1, ge=0.0, le=1.0,
                                description="least Q gap of a pair, on the unit value scale")
     pair_min_visits: int = Field(2, ge=1, description="least visits of each edge of a pair")
     value_min_visits: int = Field(1, ge=1, description="least visits behind a value row's q")
+    value_target: Literal["q", "v"] = Field(
+        "q", description="what value_sft grades: q (the backed-up mean, else v) or v (the value "
+                         "function's estimate)")
     formats: list[Literal["chat", "openai", "prompt_completion", "context_response"]] = Field(
         default_factory=lambda: ["chat"])
     allow_empty: bool = Field(False, description="an empty subset is not an error")
@@ -143,6 +152,8 @@ class DataConfig(BaseModel):
         old = {k for k, v in (("env_window", {}), ("el_traversals", "all"),
                               ("dead_end_margin", 0.1), ("el_over_budget", "skip"))
                if getattr(self, k) == v}
+        if VALUE_SUBSET not in self.subsets and self.value_target == "q":
+            old.add("value_target")
         dump = self.model_dump(exclude={"out", "allow_empty", *old})
         for window in (dump["window"], *dump.get("env_window", {}).values()):
             if not window["trail"]:
@@ -226,6 +237,14 @@ def features():
     })
 
 
+def value_features():
+    """The ``value_sft`` columns: the chat columns, the target and the tree node."""
+    from datasets import Features, Value
+
+    return Features({**features(), "target": Value("float64"), "node": Value("int64"),
+                     "depth": Value("int64")})
+
+
 def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, Any], dict]:
     """Datasets by subset name, and the export report (counts, skip reasons)."""
     from datasets import Dataset
@@ -247,7 +266,7 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
 
     tree_rows: dict[str, list[dict[str, Any]]] = {s: [] for s in TREE_SUBSETS}
     tree_counts: Counter = Counter()
-    want_tree_rows = any(s in cfg.subsets for s in TREE_SUBSETS)
+    want_tree_rows = any(s in cfg.subsets for s in (*TREE_SUBSETS, VALUE_SUBSET))
     for run in cfg.runs:
         episodes = read_episodes(run)
         # in key order, not the order episodes finished (concurrency): the same runs give the
@@ -315,6 +334,12 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
     for name in TREE_SUBSETS:
         if name in cfg.subsets:
             datasets[name] = Dataset.from_list(tree_rows[name])
+    if VALUE_SUBSET in cfg.subsets:
+        value_rows, value_skipped = value_sft_rows(tree_rows["values"], cfg.value_target)
+        datasets[VALUE_SUBSET] = Dataset.from_list(value_rows, features=value_features()) \
+            if value_rows else Dataset.from_dict({k: [] for k in value_features()},
+                                                 features=value_features())
+        report["value_sft_skipped"] = dict(value_skipped)
     report["tree_rows"] = dict(tree_counts)
     report["samples"] = {name: len(ds) for name, ds in datasets.items()}
     for key in ("el_skipped", "il_skipped", "counts"):
@@ -329,7 +354,8 @@ def _reason(text: str) -> str:
     return re.sub(r"\d+(\.\d+)?", "N", re.sub(r"'[^']*'", "'...'", text))
 
 
-def empty_subsets(cfg: DataConfig, report: dict[str, Any], names=SUBSETS) -> list[str]:
+def empty_subsets(cfg: DataConfig, report: dict[str, Any],
+                  names=(*SUBSETS, VALUE_SUBSET)) -> list[str]:
     """The subsets among ``names`` (the chat subsets unless told) that got no sample."""
     return [name for name, n in report["samples"].items() if n == 0 and name in names]
 

@@ -16,7 +16,15 @@ into two datasets:
   such a node is kept and counted, never written as 0), ``q`` and ``visits`` (the incoming edge's
   backed-up mean and visit count; the root's ``q`` is the visit-weighted mean of its edges).
 
-The ``prompt`` of both is what the distilled agent in the IL format sees at that node
+A third, **value_sft** (:func:`value_sft_rows`), turns the value rows into chats that train a value
+model (docs/methods/exploratory-learning.md#learned-value): the ``prompt`` and one assistant turn,
+the grade of the row's target (:func:`clew.agents.distilled_value.grade_answer`). The target is
+the search's own estimate, ``q`` (the backed-up mean: the value function's estimates of the
+node's subtree), else ``v`` where ``q`` is unknown, or ``v`` alone (``value_target``). Rows from
+a tree whose search read the oracle (its ``meta.uses_oracle``) are left out and counted: a model
+trained on them would carry the oracle into every search that uses it.
+
+The ``prompt`` of all three is what the distilled agent in the IL format sees at that node
 (:mod:`clew.agents.distilled`, ``format: il``): the system prompt, the episode's executed steps
 before the tree, then the tree path to the node, replayed in a fresh env with
 :func:`clew.training.flatten.teacher_force` and its history elided as in the chat samples, so a
@@ -35,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clew.agents.distilled_value import grade_answer
 from clew.agents.window import ChatWindow
 from clew.envs.base import Task
 from clew.records.jsonl import numbered_jsonl
@@ -137,7 +146,8 @@ def tree_rows(record: dict[str, Any], t: int, tree: Tree, make_env, opt: PairOpt
         # cut like the IL samples and the distilled agent's own prompts
         prompt = opt.window.apply([{"role": m["role"], "content": m["content"]}
                                    for m in chat.messages])
-        where = {**meta, "t": t, "node": node.node_id, "depth": node.depth}
+        where = {**meta, "t": t, "node": node.node_id, "depth": node.depth,
+                 "uses_oracle": tree.meta.get("uses_oracle")}
         if value is not None:
             out.values.append({"prompt": prompt, **value, **where})
             out.counts["value_unknown"] += int(value["value_unknown"])
@@ -167,6 +177,49 @@ def episode_rows(record: dict[str, Any], trees: dict[int, Tree], make_env, opt: 
         out.values += rows.values
         out.counts.update(rows.counts)
     return out
+
+
+VALUE_TARGETS = ("q", "v")
+#: why a value row gives no value_sft chat
+READ_ORACLE = "the search read the oracle (tree meta uses_oracle: true)"
+NO_ORACLE_FLAG = "the tree does not record whether its search read the oracle"
+NO_TARGET = "no target (value unknown and no visited incoming edge)"
+
+
+def value_target(row: dict[str, Any], target: str = "q") -> float | None:
+    """The unit-scale target of a value row: ``q``, else ``v`` (``target="q"``), or ``v``."""
+    if target not in VALUE_TARGETS:
+        raise ValueError(f"value_target must be one of {', '.join(VALUE_TARGETS)}, got {target!r}")
+    if target == "q" and row.get("q") is not None:
+        return float(row["q"])
+    return None if row.get("v") is None else float(row["v"])
+
+
+def value_sft_rows(values: list[dict[str, Any]], target: str = "q"
+                   ) -> tuple[list[dict[str, Any]], Counter]:
+    """``value_sft`` chats from ``values`` rows (see the module docstring), and the rows left
+    out, counted by reason. Columns: ``messages`` (the prompt's assistant turns weight 0, the
+    grade weight 1), the chat datasets' metadata (``kind`` and ``subset`` say value /
+    value_sft, ``turn_index`` is the real step of the tree), ``target``, ``node``, ``depth``."""
+    rows, skipped = [], Counter()
+    for row in values:
+        oracle = row.get("uses_oracle")
+        if oracle is not False:
+            skipped[READ_ORACLE if oracle else NO_ORACLE_FLAG] += 1
+            continue
+        y = value_target(row, target)
+        if y is None:
+            skipped[NO_TARGET] += 1
+            continue
+        messages = [{"role": m["role"], "content": m["content"],
+                     "weight": 0 if m["role"] == "assistant" else None} for m in row["prompt"]]
+        messages.append({"role": "assistant", "content": grade_answer(y), "weight": 1})
+        rows.append({"messages": messages, "task_id": row["task_id"], "env": row["env"],
+                     "source_run": row["source_run"], "episode": row["episode"],
+                     "agent": row["agent"], "kind": "value", "subset": "value_sft",
+                     "turn_index": int(row["t"]), "n_backtracks": 0, "selected_by": "all",
+                     "target": y, "node": int(row["node"]), "depth": int(row["depth"])})
+    return rows, skipped
 
 
 def load_preference_dataset(path: str):
