@@ -46,18 +46,18 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from clew.agents.window import ChatWindow
 from clew.envs.base import Task
-from clew.envs.registry import make_for
+from clew.envs.registry import ENVS, make_for
 from clew.records import RunDir, atomic_write_text, write_atomic
 from clew.records.compat import move_renamed
 from clew.records.jsonl import RecordError, numbered_jsonl
 from clew.search.tree import TreeFormatError, read_trees
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
 from clew.training.preferences import PairOptions, episode_rows
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from tqdm import tqdm
 
 SUBSETS = ("el", "il_all", "il_matched")
@@ -79,6 +79,10 @@ class DataConfig(BaseModel):
     select_min_grade: float = Field(
         1.0, ge=0.0, le=1.0, description="with select_by gt: the grade that counts as success "
                                          "where an env has no success flag (rooms)")
+    env_select_min_grade: dict[str, Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        default_factory=dict, description="per env name, the grade cut instead of "
+                                          "select_min_grade (envs whose searches reach "
+                                          "different grades)")
     el_max_actions: int | None = Field(20, ge=1)
     il_max_actions: int | None = Field(None, ge=1)
     assessment_value: Literal["both", "text", "number"] = "both"
@@ -115,6 +119,21 @@ class DataConfig(BaseModel):
     def _renamed(cls, data: Any) -> Any:
         return move_renamed(data, cls.RENAMED, "data: ")
 
+    @field_validator("env_select_min_grade")
+    @classmethod
+    def _known_envs(cls, cuts: dict[str, float]) -> dict[str, float]:
+        # a misspelt name would select nothing differently, silently
+        unknown = sorted(set(cuts) - set(ENVS))
+        if unknown:
+            raise ValueError(f"unknown env(s) {', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(sorted(ENVS))}")
+        return cuts
+
+    def min_grade_of(self, env: str) -> float:
+        """The grade cut of ``env``'s episodes: its ``env_select_min_grade`` entry, else
+        ``select_min_grade``."""
+        return self.env_select_min_grade.get(env, self.select_min_grade)
+
     def window_of(self, env: str) -> ChatWindow:
         """The window of ``env``'s samples: its ``env_window`` entry, else ``window``."""
         return self.env_window.get(env) or self.window
@@ -131,7 +150,7 @@ class DataConfig(BaseModel):
 
     def digest(self) -> str:
         # a field at its default that older configs lacked stays out, so their digests hold
-        old = set() if self.env_window else {"env_window"}
+        old = {name for name in ("env_window", "env_select_min_grade") if not getattr(self, name)}
         blob = json.dumps(self.model_dump(exclude={"out", "allow_empty", *old}), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -264,7 +283,8 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
                 tree_rows["pairs"] += more.pairs
                 tree_rows["values"] += more.values
                 tree_counts.update(more.counts)
-            if cfg.success_only and not is_selected(record, cfg.select_by, cfg.select_min_grade):
+            if cfg.success_only and not is_selected(record, cfg.select_by,
+                                                    cfg.min_grade_of(task.env)):
                 continue
             report["selected"] += 1
             out: EpisodeExport = export_episode(record, trees, make_env,
