@@ -20,7 +20,8 @@ messages have ``weight`` null. Metadata columns: ``task_id``, ``env``, ``source_
 ``selected_by``.
 
 Decisions: episodes are selected by ground-truth success by default (``select_by: gt``):
-``outcome.success``, or ``outcome.grade >= 1`` where success is undefined. ``select_by: est``
+``outcome.success``, or ``outcome.grade >= select_min_grade`` (default 1) where success is
+undefined, with a cut per env name in ``env_select_min_grade``. ``select_by: est``
 selects by the agent's own estimate, ``outcome.success_est``, which search agents record (mean Q
 of the executed steps above the reflection threshold, docs/methods/rmcts.md#success-estimate);
 an episode without one is an error naming it. The ``selected_by`` column says which rule

@@ -45,6 +45,9 @@ Decisions (spec [D] items and our own):
   left out of the walk when the walk goes on, like a STOP: at inference the runner ends the
   episode there and no backtrack can follow (web tasks end on a wrong click).
 * Targets that mention reflections are dropped and counted (no rephrasing).
+* Charged simulation (query-budget tasks): every query a search simulated was asked for real, so
+  the executed steps, look-ahead queries included, are the trajectory of EL and IL alike;
+  :func:`charged_turns` gives EL its assessments from the trees (docs/methods/exploratory-learning.md#charged-simulation).
 * ``el_subsample`` (the code's subsampling to 30 trajectories) is not implemented: off by default.
 """
 
