@@ -123,6 +123,33 @@ def test_selection_by_ground_truth():
         DataConfig(runs=["r"], select_by="guess")
 
 
+def test_grade_cut_per_env(tmp_path):
+    """env_select_min_grade: an env named there is selected by its own cut (where episodes have
+    no success flag), the others by select_min_grade; a name no env has is an error up front."""
+    run = write_run(tmp_path / "run", n_tasks=3, failed=False, without_trees=False)
+    file = run / "episodes.jsonl"
+    records = [json.loads(line) for line in file.read_text().splitlines()]
+    for record, grade in zip(records, (0.4, 0.6, 0.9)):   # graded, as rooms is: no success flag
+        record["outcome"] = {"success": None, "grade": grade}
+    file.write_text("".join(json.dumps(r) + "\n" for r in records))
+    selected = {}
+    for name, options in {"global": {}, "low global": {"select_min_grade": 0.5},
+                          "toy cut": {"env_select_min_grade": {"toy-tree": 0.5}},
+                          "other env's cut": {"env_select_min_grade": {"rooms": 0.3}}}.items():
+        ds = build_datasets(DataConfig(runs=[str(run)], subsets=["il_all"], **options))[0]
+        selected[name] = sorted(set(ds["il_all"]["task_id"]))
+    assert selected == {"global": [], "low global": ["ex-1", "ex-2"],
+                        "toy cut": ["ex-1", "ex-2"], "other env's cut": []}
+    cfg = DataConfig(runs=["r"], select_min_grade=0.9, env_select_min_grade={"rooms": 0.5})
+    assert (cfg.min_grade_of("rooms"), cfg.min_grade_of("gridmap")) == (0.5, 0.9)
+    assert DataConfig(runs=["r"]).digest() != cfg.model_copy(
+        update={"select_min_grade": 1.0}).digest()
+    with pytest.raises(ValidationError, match="(?s)env_select_min_grade.*unknown env.*'room'"):
+        DataConfig(runs=["r"], env_select_min_grade={"room": 0.5})
+    with pytest.raises(ValidationError, match="env_select_min_grade.rooms"):
+        DataConfig(runs=["r"], env_select_min_grade={"rooms": 1.5})
+
+
 def test_jsonl_export_and_reload(tmp_path):
     run = write_run(tmp_path / "run", n_tasks=1, failed=False, without_trees=False)
     cfg = DataConfig(runs=[str(run)],

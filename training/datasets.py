@@ -24,7 +24,8 @@ messages have ``weight`` null. Metadata columns: ``task_id``, ``env``, ``source_
 ``selected_by``.
 
 Decisions: episodes are selected by ground-truth success by default (``select_by: gt``):
-``outcome.success``, or ``outcome.grade >= 1`` where success is undefined. ``select_by: est``
+``outcome.success``, or ``outcome.grade >= select_min_grade`` (default 1) where success is
+undefined, with a cut per env name in ``env_select_min_grade``. ``select_by: est``
 selects by the agent's own estimate, ``outcome.success_est``, which search agents record (mean Q
 of the executed steps above the reflection threshold, docs/methods/rmcts.md#success-estimate);
 an episode without one is an error naming it. The ``selected_by`` column says which rule
@@ -50,18 +51,18 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from clew.agents.window import ChatWindow
 from clew.envs.base import Task
-from clew.envs.registry import make_for
+from clew.envs.registry import ENVS, make_for
 from clew.records import RunDir, atomic_write_text, write_atomic
 from clew.records.compat import move_renamed
 from clew.records.jsonl import RecordError, numbered_jsonl
 from clew.search.tree import TreeFormatError, read_trees
 from clew.training.flatten import EpisodeExport, ExportOptions, Sample, export_episode
 from clew.training.preferences import PairOptions, episode_rows, value_sft_rows
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from tqdm import tqdm
 
 SUBSETS = ("el", "il_all", "il_matched")
@@ -85,6 +86,10 @@ class DataConfig(BaseModel):
     select_min_grade: float = Field(
         1.0, ge=0.0, le=1.0, description="with select_by gt: the grade that counts as success "
                                          "where an env has no success flag (rooms)")
+    env_select_min_grade: dict[str, Annotated[float, Field(ge=0.0, le=1.0)]] = Field(
+        default_factory=dict, description="per env name, the grade cut instead of "
+                                          "select_min_grade (envs whose searches reach "
+                                          "different grades)")
     el_max_actions: int | None = Field(20, ge=1)
     el_traversals: Literal["all", "dead_ends"] = Field(
         "all", description="the traversals before the executed one that EL keeps: all, or "
@@ -132,6 +137,21 @@ class DataConfig(BaseModel):
     def _renamed(cls, data: Any) -> Any:
         return move_renamed(data, cls.RENAMED, "data: ")
 
+    @field_validator("env_select_min_grade")
+    @classmethod
+    def _known_envs(cls, cuts: dict[str, float]) -> dict[str, float]:
+        # a misspelt name would select nothing differently, silently
+        unknown = sorted(set(cuts) - set(ENVS))
+        if unknown:
+            raise ValueError(f"unknown env(s) {', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(sorted(ENVS))}")
+        return cuts
+
+    def min_grade_of(self, env: str) -> float:
+        """The grade cut of ``env``'s episodes: its ``env_select_min_grade`` entry, else
+        ``select_min_grade``."""
+        return self.env_select_min_grade.get(env, self.select_min_grade)
+
     def window_of(self, env: str) -> ChatWindow:
         """The window of ``env``'s samples: its ``env_window`` entry, else ``window``."""
         return self.env_window.get(env) or self.window
@@ -149,8 +169,9 @@ class DataConfig(BaseModel):
 
     def digest(self) -> str:
         # a field at its default that older configs lacked stays out, so their digests hold
-        old = {k for k, v in (("env_window", {}), ("el_traversals", "all"),
-                              ("dead_end_margin", 0.1), ("el_over_budget", "skip"))
+        old = {k for k, v in (("env_window", {}), ("env_select_min_grade", {}),
+                              ("el_traversals", "all"), ("dead_end_margin", 0.1),
+                              ("el_over_budget", "skip"))
                if getattr(self, k) == v}
         if VALUE_SUBSET not in self.subsets and self.value_target == "q":
             old.add("value_target")
@@ -298,7 +319,8 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
                 tree_rows["pairs"] += more.pairs
                 tree_rows["values"] += more.values
                 tree_counts.update(more.counts)
-            if cfg.success_only and not is_selected(record, cfg.select_by, cfg.select_min_grade):
+            if cfg.success_only and not is_selected(record, cfg.select_by,
+                                                    cfg.min_grade_of(task.env)):
                 continue
             report["selected"] += 1
             out: EpisodeExport = export_episode(record, trees, make_env,

@@ -45,12 +45,16 @@ Decisions (spec [D] items and our own):
   left out of the walk when the walk goes on, like a STOP: at inference the runner ends the
   episode there and no backtrack can follow (web tasks end on a wrong click).
 * Targets that mention reflections are dropped and counted (no rephrasing).
+* Charged simulation (query-budget tasks): every query a search simulated was asked for real, so
+  the executed steps, look-ahead queries included, are the trajectory of EL and IL alike;
+  :func:`charged_turns` gives EL its assessments from the trees (docs/methods/exploratory-learning.md#charged-simulation).
 * ``el_subsample`` (the code's subsampling to 30 trajectories) is not implemented: off by default.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -396,6 +400,59 @@ def il_turns(record: dict[str, Any]) -> list[Turn]:
     return turns
 
 
+def charged_turns(record: dict[str, Any], trees: dict[int, Tree], canonical: Callable[[str], str],
+                  assessment_value: str = "both") -> list[Turn]:
+    """The EL turns of an episode with charged simulation (docs/methods/exploratory-learning.md#charged-simulation).
+
+    Every query a search simulated was asked for real and is an executed step, so the real
+    query sequence, look-ahead queries included, is the trajectory. One turn per executed step,
+    in order: a query charged during the search of tree k (the first tree recorded after it:
+    a tree is keyed by the step count when its search ended) is matched to the first edge, in
+    traversal order, with its ``canonical`` key, and carries the assessment of that edge's parent
+    node (the search's estimate of the state it extended); a query the search decided and had
+    not paid for carries its tree root's assessment. A step matching no edge is a
+    :class:`FlattenError`.
+    """
+    steps = list(record.get("steps") or [])
+    if not steps:
+        raise FlattenError("the episode has no executed action")
+    ends = sorted(trees)
+    first_edge: dict[int, dict[str, Edge]] = {}    # tree key -> canonical key -> first edge
+    turns = []
+    for t, step in enumerate(steps):
+        info = step.get("info") or {}
+        search, charged = info.get("search"), info.get("charged_simulation")
+        if search is not None:
+            k = search.get("tree_step")
+            if k not in trees:
+                raise FlattenError(f"step {t}: its search tree (step {k}) is missing")
+            tree = trees[k]
+            node = tree.root
+        elif charged:
+            k = next((k for k in ends if k > t), None)
+            if k is None:
+                raise FlattenError(f"step {t}: a charged query after the last search tree")
+            tree = trees[k]
+            if k not in first_edge:
+                first_edge[k] = {}
+                for trav in tree.traversals:
+                    for i in trav:
+                        first_edge[k].setdefault(tree.edge(i).key, tree.edge(i))
+            edge = first_edge[k].get(canonical(str(step.get("action"))))
+            if edge is None:
+                raise FlattenError(f"step {t}: the charged query {step.get('action')!r} is on "
+                                   f"no traversal of the tree of step {k}")
+            node = edge.parent
+        else:
+            raise FlattenError(f"step {t}: neither a search's decision nor a charged query")
+        scale = str(tree.meta.get("value_scale", "unit"))
+        turn = Turn("act", assessment(Obs(node, t, scale=scale), assessment_value),
+                    completion_text(step.get("raw"), step.get("action")))
+        turn.text = turn.render()
+        turns.append(turn)
+    return turns
+
+
 # --- teacher forcing (docs/methods/exploratory-learning.md#teacher-forcing) ---------------------------------------------------------------------
 class ReplayError(FlattenError):
     """The turns cannot be replayed in the env (the env ended early, a bad backtrack, ...)."""
@@ -609,23 +666,27 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
     out = EpisodeExport()
     cut = {"mode": opt.sample_mode, "window": opt.window}
     env = make_env()
-    if (record.get("outcome") or {}).get("charged_simulation"):
-        # Charged simulation (docs/methods/mcts.md#free-and-charged-simulation) made real queries inside the search: the executed
-        # steps interleave them with the agent's own choices, which neither the per-step tree
-        # replay nor "executed actions only" describes. Left out until that export is written.
-        out.el_skipped = out.il_skipped = ("charged simulation: the search's real queries are "
-                                           "not exported yet")
-        return out
+    # Charged simulation (docs/methods/mcts.md#free-and-charged-simulation): the search's
+    # look-ahead queries were asked for real, so the executed steps are the trajectory
+    charged = bool((record.get("outcome") or {}).get("charged_simulation"))
     if not trees:
         out.el_skipped = "no search trees"
     else:
         try:
-            items = flatten_episode(record, trees, backtrack=env.flags.supports_backtrack,
-                                    keep=opt.el_traversals, margin=opt.dead_end_margin)
             grade = float((record.get("outcome") or {}).get("grade") or 0.0)
-            chat = teacher_force(env, task, el_turns(items, opt.assessment_value), "el",
-                                 root=items[0].node, strict=opt.strict_replay, min_grade=grade,
-                                 trail=opt.window.trail, over_budget=opt.el_over_budget)
+            if charged:
+                env.reset(task)     # canonical keys need the task (a MaxSat query's length)
+                turns = charged_turns(record, trees, env.canonical, opt.assessment_value)
+                chat = teacher_force(env, task, turns, "el", strict=opt.strict_replay,
+                                     min_grade=grade, trail=opt.window.trail,
+                                     over_budget=opt.el_over_budget)
+            else:
+                items = flatten_episode(record, trees, backtrack=env.flags.supports_backtrack,
+                                        keep=opt.el_traversals, margin=opt.dead_end_margin)
+                chat = teacher_force(env, task, el_turns(items, opt.assessment_value), "el",
+                                     root=items[0].node, strict=opt.strict_replay,
+                                     min_grade=grade, trail=opt.window.trail,
+                                     over_budget=opt.el_over_budget)
             out.el_actions = len(chat.kinds)    # forward and backtrack turns (docs/methods/exploratory-learning.md#imitation-learning)
             out.counts.update(el_replay_mismatches=chat.mismatches,
                               el_noop_backtracks=chat.skipped,
