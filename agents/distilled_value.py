@@ -87,8 +87,9 @@ class DistilledValue:
 
     def messages(self, ctx: Context) -> list[dict[str, Any]]:
         """The request's chat: the distilled agent's chat at the node, windowed and fitted."""
-        return fit_chat(self.lm, chat_at(ctx, self.options.format), self.sampling["max_tokens"],
-                        self.options.window, self.options.context_tokens)
+        chat = chat_at(ctx, self.options.format, self.options.window.trail)
+        return fit_chat(self.lm, chat, self.sampling["max_tokens"], self.options.window,
+                        self.options.context_tokens)
 
     def _unit_to_scale(self, v: float) -> float:
         return 2.0 * v - 1.0 if self.scale == "signed" else v

@@ -180,16 +180,18 @@ class ValueOptions(Section):
     rollout_policy: Literal["novel", "random"] = "novel"
     discount: float = Field(0.95, gt=0, le=1)
     aggregate: Literal["mean", "max"] = "mean"
+    reward_scale: float = Field(10.0, gt=0)
 
     LM_ONLY = frozenset({"kind", "parse_failure", "single", "debate", "constrain"})
     HEURISTIC_ONLY = frozenset({"noise", "cap", "estimate", "rollouts", "horizon",
-                                "rollout_policy", "discount", "aggregate"})
+                                "rollout_policy", "discount", "aggregate",
+                                "reward_scale"})
 
     @model_validator(mode="after")
     def _estimate_fields(self) -> ValueOptions:
         """The fields of one estimate given with the other are errors naming them."""
         other = {"progress": {"rollouts", "horizon", "rollout_policy", "discount",
-                              "aggregate"},
+                              "aggregate", "reward_scale"},
                  "rollout": {"noise", "cap"}}[self.estimate]
         given = sorted(other & self.model_fields_set)
         if given:

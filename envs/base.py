@@ -203,6 +203,12 @@ class Env(ABC):
     def set_clock(self, steps: int) -> None:
         self.state.steps = steps
 
+    def observed_return(self) -> float | None:
+        """The sum of the rewards the env has returned so far: what an agent sees of its score
+        (unlike :meth:`grade`, which may divide by the best possible). ``None`` where the env
+        does not keep it."""
+        return None
+
     # --- text for agents -----------------------------------------------------------------
     @abstractmethod
     def instructions(self, variant: str = "default") -> str:

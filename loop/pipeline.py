@@ -106,6 +106,9 @@ class Family(BaseModel):
         default_factory=dict, description="clew train options of this family's models, on top of "
                                           "the loop's train (model_per_family only)")
     note: str = Field("", description="one line under the table: what to read in it")
+    distill: list[Literal["el", "il", "value"]] | None = Field(
+        None, description="the models this family trains with model_per_family (unset: the "
+                          "loop's distill; []: none, its chats train nothing)")
 
     #: keys renamed since (read with a warning), the training ones in its ``train`` too
     RENAMED: ClassVar[dict[str, Rename]] = {"max_steps": "max_episode_steps", "history": "window",
@@ -187,6 +190,11 @@ class LoopConfig(BaseModel):
             if fam.train and not self.model_per_family:
                 raise ValueError(f"families.{i}.train: read only with model_per_family: true "
                                  "(otherwise one model learns every family: set the loop's train)")
+            if fam.distill is not None and not self.model_per_family:
+                raise ValueError(f"families.{i}.distill: read only with model_per_family: true")
+            if fam.distill and not set(fam.distill) <= set(self.distill):
+                raise ValueError(f"families.{i}.distill: {fam.distill} names a kind the loop's "
+                                 f"distill {self.distill} does not train data for")
         subsets = self.data.get("subsets")
         if "value" in self.distill and isinstance(subsets, list) and \
                 VALUE_SUBSET not in subsets:
@@ -422,6 +430,12 @@ class Loop:
         """Who gets models: each family (``model_per_family``), or all of them at once (None)."""
         return list(self.cfg.families) if self.cfg.model_per_family else [None]
 
+    def distill_of(self, group: Family | None) -> list[str]:
+        """The kinds of model ``group`` trains: its own ``distill``, else the loop's."""
+        if group is not None and group.distill is not None:
+            return list(group.distill)
+        return list(self.cfg.distill)
+
     def models(self, r: int, fam: Family | None = None) -> dict[str, str]:
         """The folders of round ``r``'s EL, IL and value models that ``fam``'s agents use."""
         folder = self.out / f"round-{r}" / "models"
@@ -443,7 +457,7 @@ class Loop:
                 subset: sum(n for env, n in by_env.items() if env in group.envs)
                 for subset, by_env in per_env.items()}
             name = "" if group is None else f"{group.name} "
-            for kind in self.cfg.distill:
+            for kind in self.distill_of(group):
                 subset = DISTILL_SUBSETS[kind]
                 if not counts.get(subset):
                     self.say(f"round {r} train: no {name}{subset} samples, no {name}"
@@ -558,8 +572,12 @@ def report(loop: Loop) -> str:
         if fam.note:
             lines.append(f"{fam.note}\n")
         for r in range(1, cfg.rounds + 1) if cfg.model_per_family else []:
+            if not loop.distill_of(fam):
+                lines.append("This family trains no model (its `distill: []`): search and "
+                             "baselines only.\n")
+                break
             missing = [k.upper() for k, path in loop.models(r, fam).items()
-                       if k in cfg.distill and not (Path(path) / "config.json").exists()]
+                       if k in loop.distill_of(fam) and not (Path(path) / "config.json").exists()]
             if missing and (loop.out / f"round-{r}" / "data").exists():
                 lines.append(f"Round {r} trained no {'/'.join(missing)} model of this family: its "
                              f"search gave no samples (round-{r}/data/export_report.json).\n")

@@ -55,7 +55,8 @@ def test_placeholders_are_filled_in_nested_options():
 
 def test_a_family_window_sets_the_prompts_of_every_agent_that_asks_a_trained_model():
     w = ChatWindow(keep_first_pairs=1, keep_last_pairs=3, keep_system=False)
-    sent = {"window": {"keep_first_pairs": 1, "keep_last_pairs": 3, "keep_system": False}}
+    sent = {"window": {"keep_first_pairs": 1, "keep_last_pairs": 3, "keep_system": False,
+                       "trail": False}}
     assert with_window({"model": "hf:m", "window": {"keep_last_pairs": 1}}, "distilled", w) == {
         "model": "hf:m", **sent}
     mcts = {"roles": "heuristic", "distilled_policy": {"model": "hf:m", "window": {}}}
@@ -68,6 +69,17 @@ def test_a_family_window_sets_the_prompts_of_every_agent_that_asks_a_trained_mod
              "window": {"keep_first_pairs": 0, "keep_last_pairs": 0}}]
     with pytest.raises(ConfigError, match=r"families\.0\.window\.keep_last_pairs"):
         load_config(LoopConfig, "demo", [], presets="loop", base={"families": fams})
+
+
+def test_a_familys_own_distill_needs_a_model_per_family_and_kinds_the_loop_trains():
+    fams = [{"name": "g", "envs": ["gridmap"], "distill": []}]
+    with pytest.raises(ConfigError, match=r"families\.0\.distill: read only with model_per"):
+        load_config(LoopConfig, "demo", ["model_per_family=false"], presets="loop",
+                    base={"families": fams})
+    fams = [{"name": "g", "envs": ["gridmap"], "distill": ["value"]}]
+    with pytest.raises(ConfigError, match=r"families\.0\.distill: \['value'\] names a kind"):
+        load_config(LoopConfig, "demo", ["model_per_family=true", "distill=[el]"],
+                    presets="loop", base={"families": fams})
 
 
 def test_family_train_options_need_a_model_per_family_and_are_checked_up_front(tmp_path):

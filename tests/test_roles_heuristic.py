@@ -190,4 +190,20 @@ def test_rollout_value_walks_nothing_where_simulation_is_charged():
     env.reset(task)
     before = env.clock()
     rec = asyncio.run(rollout_value().evaluate(ctx(env)))
-    assert rec.info["rollouts"] == [float(env.grade())] and env.clock() == before
+    # nothing walked, and nothing read of the grade (it divides by the optimum)
+    assert rec.info["rollouts"] == [0.5] and rec.v == 0.5 and env.clock() == before
+
+
+def test_rollout_value_scores_rewards_received_not_the_grade_where_success_does_not_end_it():
+    task = next(t for t in resolve("exploration-v1:test") if t.env == "rooms")
+    env = make_for(task)
+    env.reset(task)
+    value = rollout_value(reward_scale=4.0)
+    assert value.score(env) == 0.0
+    walked = env.copy()
+    rng = __import__("random").Random(0)
+    while walked.observed_return() == 0.0 and not walked.done:
+        walked.step(rng.choice(walked.legal_actions()))
+    got = walked.observed_return()
+    assert got > 0 and value.score(walked) == pytest.approx(got / (got + 4.0))
+    assert value.score(walked) != walked.grade()      # the grade divides by R^max

@@ -150,17 +150,18 @@ class RolloutValue:
     Each of ``rollouts`` walks starts from a copy of the state and takes at most ``horizon``
     actions (None: until the episode ends); each action is drawn among the legal ones that lead
     to a state the walk has not been in (``novel``; among all when none does) or among all
-    (``random``). The value is the mean over walks of the grade at the walk's end times
-    ``discount`` to the power of its length: for the grid map and TextMiniGrid the share of
-    walks that succeed, the nearer successes counting more. Without the discount every state
+    (``random``). The value is the mean (or the best, ``aggregate: max``) over walks of what the
+    walk's end is worth (:meth:`score`: success where success ends the episode, else the
+    rewards received) times ``discount`` to the power of its length: for the grid map and
+    TextMiniGrid the share of walks that succeed, the nearer successes counting more. Without the discount every state
     a few moves from the goal is worth 1 and the search cannot tell a step toward it from a
     step in place. It reads the env's rewards, legal actions and
     state identity, never its ground truth (``uses_oracle`` False): what an agent could compute
     with the simulator. A novel walk from a grid map's start succeeds 0.55 of the time against a
     random walk's 0.09 (TextMiniGrid 0.49 against 0.20), so it tells near from far. The walks'
     steps are simulated interactions. Where simulation is charged (each query spends the real
-    budget) nothing is walked: the value is the grade so far, the return of the env's own
-    rewards. Seeded by the state (``env.state_key()``, else the path), so a state always gets
+    budget) nothing is walked and nothing is known: the value is 0.5 (the env's grade there
+    divides by the task's optimum). Seeded by the state (``env.state_key()``, else the path), so a state always gets
     the same value, and remembered per task and state.
     """
 
@@ -173,6 +174,7 @@ class RolloutValue:
         self.rollouts, self.horizon, self.policy = (options.rollouts, options.horizon,
                                                     options.rollout_policy)
         self.discount, self.aggregate = options.discount, options.aggregate
+        self.reward_scale = options.reward_scale
         # (state, clock) -> walk outcomes: a search reaches one state by many paths, and
         # seeding by the state makes the memo change nothing
         self._cache: dict[tuple[str, Any], list[float]] = {}
@@ -180,7 +182,7 @@ class RolloutValue:
 
     def config_hash(self) -> str:
         return (f"rollout:{self.rollouts}:{self.horizon}:{self.policy}:{self.discount}:"
-                f"{self.aggregate}:"
+                f"{self.aggregate}:{self.reward_scale}:"
                 f"{self.seed}:{self.scale}")
 
     def walk(self, env: Env, rng: Any) -> float:
@@ -202,7 +204,19 @@ class RolloutValue:
             env.step(rng.choice(actions))
             seen.add(env.state_key())
             steps += 1
-        return float(env.grade()) * self.discount ** steps
+        return self.score(env) * self.discount ** steps
+
+    def score(self, env: Env) -> float:
+        """What a walk's end is worth, from what the agent sees: where success ends the episode,
+        the grade (1 on success, else 0); elsewhere the rewards received so far R, as
+        R / (R + reward_scale) (the env's grade would divide by the best possible return, which
+        only the oracle knows)."""
+        if env.flags.outcome_mode == "terminal_success":
+            return float(env.grade())
+        seen = env.observed_return()
+        if seen is None:
+            return 0.5
+        return max(seen, 0.0) / (max(seen, 0.0) + self.reward_scale)
 
     @staticmethod
     def _leads_to_new(env: Env, action: str, seen: set) -> bool:
@@ -213,8 +227,10 @@ class RolloutValue:
     async def evaluate(self, ctx: Context, reflections: Sequence[dict] = (),
                        usage: UsageByRole | None = None) -> ValueRecord:
         env = ctx.env
-        if env.done or env.flags.simulation_mode == "charged":
-            outcomes = [float(env.grade())]
+        if env.flags.simulation_mode == "charged":
+            outcomes = [0.5]        # no walk may be taken, and the grade reads the optimum
+        elif env.done:
+            outcomes = [self.score(env)]
         else:
             key = env.state_key()
             key = (key, env.clock()) if key is not None else None   # the budget left counts

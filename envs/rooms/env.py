@@ -369,6 +369,9 @@ class RoomsEnv(Env):
         s = self.state
         return list(s.returns[: len(s.ends)])
 
+    def observed_return(self) -> float:
+        return float(sum(self.state.returns))
+
     def grade(self) -> float:
         """Mean return of the finished rooms-episodes over R^max (reporting only)."""
         finished, rmax = self.episode_returns(), self.oracle().rmax
