@@ -189,8 +189,8 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path, per_family)
 @pytest.mark.slow
 def test_cpu_experiment_smoke(tmp_path, capsys):
     """The CPU experiment's config at its smallest, through the command line: a model per family
-    (rooms and oracle-query give no chats, so no models), TextMiniGrid with a family history of
-    two turns, so that its samples and its prompts are checked to keep it."""
+    (rooms gives no chats, so no model; the charged oracle-query searches do), TextMiniGrid with
+    a family history of two turns, so that its samples and its prompts are checked to keep it."""
     preset = load_config(LoopConfig, "cpu-experiment", [], presets="loop")
     assert preset.model_per_family
     families = [f.model_dump() for f in preset.families]
@@ -205,14 +205,15 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "r1 mcts-el-policy" in text and "r1 el-distilled" in text
     assert "learned+search" in text
-    assert "Round 1 trained no EL/IL model of this family" in text      # rooms, oracle-query
+    assert "Round 1 trained no EL/IL model of this family" in text      # rooms
     # a model per family that had chats, each trained on its own env's chats and steps
     models = tmp_path / "x" / "round-1" / "models"
-    assert sorted(p.name for p in models.iterdir()) == ["gridmap", "textminigrid"]
-    for fam, steps in (("gridmap", 2), ("textminigrid", 3)):
+    assert sorted(p.name for p in models.iterdir()) == ["gridmap", "oracle-query", "textminigrid"]
+    for fam, envs, steps in (("gridmap", ["gridmap"], 2), ("textminigrid", ["textminigrid"], 3),
+                             ("oracle-query", ["hillsearch", "treesearch", "maxsatsearch"], 2)):
         for kind in ("el", "il"):
             run = json.loads((models / fam / kind / "clew_train.json").read_text())
-            assert (run["config"]["envs"], run["config"]["sft"]["max_steps"]) == ([fam], steps)
+            assert (run["config"]["envs"], run["config"]["sft"]["max_steps"]) == (envs, steps)
             assert run["config"]["model"].endswith("models/tiny")     # one shared base model
     # TextMiniGrid keeps its family's history in its samples and in every distilled prompt
     # (two turns); the grid map the data's one turn
