@@ -1,6 +1,7 @@
 """`clew loop`: config checks, rounds as run directories, resume by stage, expert iteration, the
 report, and the smoke version of the CPU experiment (docs/methods/loop.md)."""
 
+import gzip
 import json
 
 import pytest
@@ -189,13 +190,15 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path, per_family)
 @pytest.mark.slow
 def test_cpu_experiment_smoke(tmp_path, capsys):
     """The CPU experiment's config at its smallest, through the command line: a model per family
-    (rooms gives no chats, so no model; the charged oracle-query searches do), TextMiniGrid with
-    a family history of two turns, so that its samples and its prompts are checked to keep it."""
+    and kind (EL, IL and the learned value) where its search gave chats, TextMiniGrid with a
+    family history of two turns, so that its samples and its prompts are checked to keep it,
+    and no oracle in any tree of the teacher or of the evaluated searches."""
     preset = load_config(LoopConfig, "cpu-experiment", [], presets="loop")
-    assert preset.model_per_family
+    assert preset.model_per_family and preset.distill == ["el", "il", "value"]
     families = [f.model_dump() for f in preset.families]
     assert families[3]["name"] == "textminigrid" and families[3]["train"]["sft"]["max_steps"] > 2
-    families[3]["window"] = {"keep_first_pairs": 0, "keep_last_pairs": 2, "keep_system": False}
+    families[3]["window"] = {"keep_first_pairs": 0, "keep_last_pairs": 2, "keep_system": False,
+                             "trail": True}
     families[3]["train"] = {"sft": {"max_steps": 3}}   # the family's own steps, over the loop's 2
     config = tmp_path / "cpu-experiment-history2.yaml"
     config.write_text(yaml.safe_dump({**preset.model_dump(), "families": families}))
@@ -203,35 +206,45 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
                *TINY_TRAIN])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "r1 mcts-el-policy" in text and "r1 el-distilled" in text
+    assert "r1 mcts-learned" in text and "r1 el-distilled" in text
     assert "learned+search" in text
-    assert "Round 1 trained no EL/IL model of this family" in text      # rooms
-    # a model per family that had chats, each trained on its own env's chats and steps
+    # a model per family and kind that had chats, each trained on its own env's chats and steps
     models = tmp_path / "x" / "round-1" / "models"
-    assert sorted(p.name for p in models.iterdir()) == ["gridmap", "oracle-query", "textminigrid"]
-    for fam, envs, steps in (("gridmap", ["gridmap"], 2), ("textminigrid", ["textminigrid"], 3),
-                             ("oracle-query", ["hillsearch", "treesearch", "maxsatsearch"], 2)):
-        for kind in ("el", "il"):
+    for fam, envs, steps in (("gridmap", ["gridmap"], 2), ("textminigrid", ["textminigrid"], 3)):
+        for kind in ("el", "il", "value"):
             run = json.loads((models / fam / kind / "clew_train.json").read_text())
             assert (run["config"]["envs"], run["config"]["sft"]["max_steps"]) == (envs, steps)
             assert run["config"]["model"].endswith("models/tiny")     # one shared base model
+    # a family whose search gave no chats says so instead of showing rows
+    for fam in ("rooms", "oracle-query"):
+        assert (models / fam / "el").exists() or \
+            "trained no EL/IL/VALUE model" in text or "trained no" in text, fam
     # TextMiniGrid keeps its family's history in its samples and in every distilled prompt
-    # (two turns); the grid map the data's one turn
+    # (two turns); the grid map the data's one turn, both with the trail
     cfg = LoopConfig(**yaml.safe_load((tmp_path / "x" / "loop.yaml").read_text()))
     assert cfg.families[3].name == "textminigrid"
     r1 = tmp_path / "x" / "round-1"
-    for label in ("el-distilled", "mcts-el-policy"):
+    for label, key in (("el-distilled", None), ("mcts-learned", "distilled_policy"),
+                       ("mcts-learned", "distilled_value")):
         for fam, pairs in (("textminigrid", 2), ("gridmap", 1)):
             opts = yaml.safe_load((r1 / "eval" / label / fam / "config.yaml").read_text())
-            opts = opts["agent_options"].get("distilled_policy", opts["agent_options"])
+            opts = opts["agent_options"][key] if key else opts["agent_options"]
             assert opts["window"]["keep_last_pairs"] == pairs, (label, fam)
-            assert opts["window"]["keep_first_pairs"] == 0, (label, fam)
-            assert opts["model"] == f"hf:{models / fam / 'el'}"        # the family's own model
-    assert not (r1 / "eval" / "el-distilled" / "rooms").exists()
+            assert opts["window"]["keep_first_pairs"] == 0 and opts["window"]["trail"]
+            kind = "value" if key == "distilled_value" else "el"
+            assert opts["model"] == f"hf:{models / fam / kind}"        # the family's own model
     rows = [json.loads(line) for line in (r1 / "data" / "el.jsonl").read_text().splitlines()]
     users = {env: [sum(m["role"] == "user" for m in r["messages"]) for r in rows
                    if r["meta"]["env"] == env] for env in ("gridmap", "textminigrid")}
     assert set(users["gridmap"]) == {1} and set(users["textminigrid"]) == {1, 2}
+    assert all("PATH: S0" in r["messages"][-2]["content"] for r in rows
+               if r["meta"]["env"] in ("gridmap", "textminigrid"))
+    # no oracle in the teacher's trees nor in the learned searches' trees
+    trees = [*r1.glob("search/*/trees/*/*.json.gz"), *r1.glob("eval/mcts-learned/*/trees/*/*")]
+    assert trees
+    for path in trees:
+        with gzip.open(path, "rt") as f:
+            assert json.load(f)["meta"]["uses_oracle"] is False, path
     # per-family report pages with plots, as clew report writes them
     for fam in ("gridmap", "textminigrid"):
         assert (tmp_path / "x" / "report" / fam / "report.html").exists()
