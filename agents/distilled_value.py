@@ -13,9 +13,9 @@ Decisions:
 * The grade is a tenth in [0, 1], in the answer fence after :data:`VALUE_PHRASE`: one number a
   tiny model writes in a few tokens, read by :func:`clew.agents.parsing.parse_estimate`, and a
   short list of answers (:data:`GRADES`) that constrained decoding can score exactly
-  (``constrain``). Rounding to tenths moves a target by 0.025 on average; the five SA status
-  letters (A–E at 1, 0.9, 0.5, 0.2, 0) would move it several times more (measured on
-  grid-map rollout targets in the docs section above).
+  (``constrain``). Rounding grid-map rollout targets to tenths moves them by 0.019 on average;
+  the five SA status letters (A–E at 1, 0.9, 0.5, 0.2, 0) would move them by 0.054 (the
+  measurement is in the docs section above).
 * The value is the mean of the grades read; an answer without one is counted as unreadable
   under role ``value`` (``usage.parses``) and left out; when none is read the value is unknown
   (``v = None``, ``all_failed``), never 0: the search then backs up the parent's estimate

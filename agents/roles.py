@@ -2,9 +2,9 @@
 
 Each role says what it is: ``kind`` (``lm``: a language model answers; ``heuristic``: code
 answers, possibly from the env's ground truth; ``learned``: a model fine-tuned by clew answers, the
-distilled policy of :mod:`clew.agents.distilled`) and ``uses_oracle`` (it reads ``env.oracle()`` or
+distilled policy of :mod:`clew.agents.distilled` or value of :mod:`clew.agents.distilled_value`) and ``uses_oracle`` (it reads ``env.oracle()`` or
 the env's ground-truth progress, so reports label the agent accordingly). A value function also
-declares its ``method`` (``single`` | ``debate`` | ``heuristic``) and its ``scale`` (``unit``:
+declares its ``method`` (``single`` | ``debate`` | ``heuristic`` | ``rollout`` | ``learned``) and its ``scale`` (``unit``:
 values in [0, 1]; ``signed``: [-1, 1]). The implementations: :mod:`clew.agents.policy`,
 :mod:`clew.agents.value`, :mod:`clew.agents.debate`, :mod:`clew.agents.reflection` and the
 heuristic roles of :mod:`clew.agents.heuristics.search_roles`.
@@ -43,7 +43,7 @@ class ValueFunction(Protocol):
 
     kind: RoleKind
     uses_oracle: bool
-    method: Literal["single", "debate", "heuristic"]
+    method: Literal["single", "debate", "heuristic", "rollout", "learned"]
     scale: Literal["unit", "signed"]
 
     def config_hash(self) -> str:

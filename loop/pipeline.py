@@ -516,8 +516,12 @@ class Loop:
         for subset in DISTILL_SUBSETS.values():
             folder = self.out / f"round-{r}" / "data" / subset
             if sizes.get(subset):  # an empty saved dataset does not load
-                texts += [m["content"] for row in load_chat_dataset(folder)
-                          for m in row["messages"]]
+                more = [m["content"] for row in load_chat_dataset(folder)
+                        for m in row["messages"]]
+                if subset == VALUE_SUBSET:   # its turns once each: a grade line per row and
+                    seen = set(texts)        # the chats' turns again would steer the merges
+                    more = [t for t in dict.fromkeys(more) if t not in seen]
+                texts += more
         if texts:
             self.say(f"    tiny base model: tokenizer trained on {len(texts)} chat turns")
             build_tiny_model(path, corpus=texts)

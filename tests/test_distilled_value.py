@@ -279,13 +279,14 @@ def test_the_loop_trains_a_value_model_that_mcts_uses(tmp_path):
                             "constrain": True}}}
     cfg = load_config(LoopConfig, "demo", [
         "limit_train=2", "limit_test=1", "limit_repeats=1", "limit_test_steps=3",
-        "train.sft.max_steps=2", "distill=[value]", "baselines=[]",
-        "train_suite=gridmap-mini:train", "test_suite=gridmap-mini:test",
-        "search.agent=mcts-rollout", "search.agent_options={}"],
+        "train.sft.max_steps=2", "distill=[value]", "data.subsets=[values,value_sft]",
+        "baselines=[]",
+        "train_suite=gridmap-mini:train", "test_suite=gridmap-mini:test"],
         base={"out": str(tmp_path / "loop")}, presets="loop")
-    cfg = cfg.model_copy(update={"families": [f for f in cfg.families if f.name == "gridmap"],
-                                 "round_agents": [spec]})
-    cfg = LoopConfig.model_validate(cfg.model_dump())
+    data = cfg.model_dump()
+    data.update(families=[f for f in data["families"] if f["name"] == "gridmap"],
+                round_agents=[spec], search={"label": "mcts-rollout", "agent": "mcts-rollout"})
+    cfg = LoopConfig.model_validate(data)
     said: list[str] = []
     run_loop(cfg, say=said.append, html=False)
     r1 = Path(cfg.out) / "round-1"

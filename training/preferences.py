@@ -14,7 +14,8 @@ into two datasets:
 * **values**: one row per node with a value or a visited incoming edge: the state text, ``v``
   (the value function's estimate on the unit scale; ``None`` when every sample was unreadable:
   such a node is kept and counted, never written as 0), ``q`` and ``visits`` (the incoming edge's
-  backed-up mean and visit count; the root's ``q`` is the visit-weighted mean of its edges).
+  backed-up mean and visit count; the root's ``q`` is the visit-weighted mean of its edges),
+  ``uses_oracle`` (the tree's ``meta``).
 
 A third, **value_sft** (:func:`value_sft_rows`), turns the value rows into chats that train a value
 model (docs/methods/exploratory-learning.md#learned-value): the ``prompt`` and one assistant turn,
