@@ -200,6 +200,8 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
     families[3]["window"] = {"keep_first_pairs": 0, "keep_last_pairs": 2, "keep_system": False,
                              "trail": True}
     families[3]["train"] = {"sft": {"max_steps": 3}}   # the family's own steps, over the loop's 2
+    # longer walks: the one smoke task must be solved for TextMiniGrid to have chats
+    families[3]["search_options"]["value"].update(horizon=20, rollouts=4)
     config = tmp_path / "cpu-experiment-history2.yaml"
     config.write_text(yaml.safe_dump({**preset.model_dump(), "families": families}))
     rc = main(["loop", "--config", str(config), "--out", str(tmp_path / "x"), *SHORT,
@@ -217,8 +219,7 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
             assert run["config"]["model"].endswith("models/tiny")     # one shared base model
     # a family whose search gave no chats says so instead of showing rows
     for fam in ("rooms", "oracle-query"):
-        assert (models / fam / "el").exists() or \
-            "trained no EL/IL/VALUE model" in text or "trained no" in text, fam
+        assert (models / fam / "el").exists() or "trained no" in text, fam
     # TextMiniGrid keeps its family's history in its samples and in every distilled prompt
     # (two turns); the grid map the data's one turn, both with the trail
     cfg = LoopConfig(**yaml.safe_load((tmp_path / "x" / "loop.yaml").read_text()))
