@@ -29,7 +29,7 @@ def _cfg(tmp_path, name="demo", extra=()):
 
 def test_presets_validate_and_name_bad_fields(tmp_path):
     for name in ("demo", "cpu-experiment", "cpu-experiment-one-model", "cpu-experiment-history",
-                 "cpu-experiment-one-turn"):
+                 "cpu-experiment-one-turn", "cpu-experiment-oracle-free"):
         assert load_config(LoopConfig, name, [], presets="loop").families
     with pytest.raises(ConfigError, match=r"familes: unknown field; did you mean families"):
         load_config(LoopConfig, "demo", ["familes=[]"], presets="loop")
@@ -189,11 +189,11 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path, per_family)
 
 @pytest.mark.slow
 def test_cpu_experiment_smoke(tmp_path, capsys):
-    """The CPU experiment's config at its smallest, through the command line: a model per family
+    """The oracle-free CPU experiment's config at its smallest, through the command line: a model per family
     and kind (EL, IL and the learned value) where its search gave chats, TextMiniGrid with a
     family history of two turns, so that its samples and its prompts are checked to keep it,
     and no oracle in any tree of the teacher or of the evaluated searches."""
-    preset = load_config(LoopConfig, "cpu-experiment", [], presets="loop")
+    preset = load_config(LoopConfig, "cpu-experiment-oracle-free", [], presets="loop")
     assert preset.model_per_family and preset.distill == ["el", "il", "value"]
     families = [f.model_dump() for f in preset.families]
     assert families[3]["name"] == "textminigrid" and families[3]["train"]["sft"]["max_steps"] > 2
