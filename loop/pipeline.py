@@ -107,8 +107,9 @@ class Family(BaseModel):
                                           "the loop's train (model_per_family only)")
     note: str = Field("", description="one line under the table: what to read in it")
     distill: list[Literal["el", "il", "value"]] | None = Field(
-        None, description="the models this family trains with model_per_family (unset: the "
-                          "loop's distill; []: none, its chats train nothing)")
+        None, description="the models this family's chats train and its agents use (unset: "
+                          "the loop's distill; []: none, the family is searched and its "
+                          "baselines played)")
 
     #: keys renamed since (read with a warning), the training ones in its ``train`` too
     RENAMED: ClassVar[dict[str, Rename]] = {"max_steps": "max_episode_steps", "history": "window",
@@ -190,8 +191,6 @@ class LoopConfig(BaseModel):
             if fam.train and not self.model_per_family:
                 raise ValueError(f"families.{i}.train: read only with model_per_family: true "
                                  "(otherwise one model learns every family: set the loop's train)")
-            if fam.distill is not None and not self.model_per_family:
-                raise ValueError(f"families.{i}.distill: read only with model_per_family: true")
             if fam.distill and not set(fam.distill) <= set(self.distill):
                 raise ValueError(f"families.{i}.distill: {fam.distill} names a kind the loop's "
                                  f"distill {self.distill} does not train data for")
@@ -431,7 +430,8 @@ class Loop:
         return list(self.cfg.families) if self.cfg.model_per_family else [None]
 
     def distill_of(self, group: Family | None) -> list[str]:
-        """The kinds of model ``group`` trains: its own ``distill``, else the loop's."""
+        """The kinds of model ``group`` trains and uses: its own ``distill``, else the loop's
+        (``None``, the one model of every family: the loop's)."""
         if group is not None and group.distill is not None:
             return list(group.distill)
         return list(self.cfg.distill)
@@ -450,23 +450,30 @@ class Loop:
         Returns the kinds trained per family name."""
         self.build_tiny(r, sizes)
         data = self.out / f"round-{r}" / "data"
-        per_env = self.samples_per_env(data, sizes) if self.cfg.model_per_family else {}
+        chosen = any(f.distill is not None for f in self.cfg.families)
+        per_env = (self.samples_per_env(data, sizes) if self.cfg.model_per_family or chosen
+                   else {})
         jobs = []
         for group in self.groups():
-            counts = dict(sizes) if group is None else {
-                subset: sum(n for env, n in by_env.items() if env in group.envs)
-                for subset, by_env in per_env.items()}
             name = "" if group is None else f"{group.name} "
             for kind in self.distill_of(group):
                 subset = DISTILL_SUBSETS[kind]
-                if not counts.get(subset):
+                # one model for every family learns the chats of the families that name it
+                envs = (group.envs if group is not None else
+                        [e for f in self.cfg.families if kind in self.distill_of(f)
+                         for e in f.envs])
+                count = (sizes.get(subset, 0) if group is None and not chosen else
+                         sum(n for env, n in per_env.get(subset, {}).items() if env in envs))
+                if not count:
                     self.say(f"round {r} train: no {name}{subset} samples, no {name}"
                              f"{kind.upper()} model")
                     continue
                 cfg = train_config(self.cfg, data / subset, Path(self.models(r, group)[kind]),
                                    self.out, group)
+                if group is None and chosen:
+                    cfg = cfg.model_copy(update={"envs": envs})
                 key = f"r{r}/train/{kind}" if group is None else f"r{r}/train/{group.name}/{kind}"
-                what = f"round {r} train: {name}{kind.upper()} model on {counts[subset]} samples"
+                what = f"round {r} train: {name}{kind.upper()} model on {count} samples"
                 jobs.append((group, kind, key, cfg.model_dump(mode="json"), what))
         pending = [job for job in jobs if job[2] not in self.state["done"]]
         pool, started = None, {}
@@ -483,7 +490,8 @@ class Loop:
                         else (lambda o=options: train_model(o)))
                 res = self.stage(key, what, work)
                 for fam in self.cfg.families if group is None else [group]:
-                    trained[fam.name].append(kind)
+                    if kind in self.distill_of(fam):
+                        trained[fam.name].append(kind)
                 if res.get("first_loss") is not None:
                     self.say(f"    loss {res['first_loss']:.2f} -> {res['last_loss']:.2f} "
                              f"({res['logged']} logged steps)")
@@ -575,11 +583,10 @@ def report(loop: Loop) -> str:
         lines.append(f"## {fam.name}  ({', '.join(fam.envs)}; {cap} per episode)\n")
         if fam.note:
             lines.append(f"{fam.note}\n")
-        for r in range(1, cfg.rounds + 1) if cfg.model_per_family else []:
-            if not loop.distill_of(fam):
-                lines.append("This family trains no model (its `distill: []`): search and "
-                             "baselines only.\n")
-                break
+        if fam.distill == []:
+            lines.append("This family trains no model and no distilled agent plays it (its "
+                         "`distill: []`): search and baselines only.\n")
+        for r in range(1, cfg.rounds + 1) if cfg.model_per_family and fam.distill != [] else []:
             missing = [k.upper() for k, path in loop.models(r, fam).items()
                        if k in loop.distill_of(fam) and not (Path(path) / "config.json").exists()]
             if missing and (loop.out / f"round-{r}" / "data").exists():

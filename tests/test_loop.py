@@ -72,11 +72,7 @@ def test_a_family_window_sets_the_prompts_of_every_agent_that_asks_a_trained_mod
         load_config(LoopConfig, "demo", [], presets="loop", base={"families": fams})
 
 
-def test_a_familys_own_distill_needs_a_model_per_family_and_kinds_the_loop_trains():
-    fams = [{"name": "g", "envs": ["gridmap"], "distill": []}]
-    with pytest.raises(ConfigError, match=r"families\.0\.distill: read only with model_per"):
-        load_config(LoopConfig, "demo", ["model_per_family=false"], presets="loop",
-                    base={"families": fams})
+def test_a_familys_own_distill_names_kinds_the_loop_trains():
     fams = [{"name": "g", "envs": ["gridmap"], "distill": ["value"]}]
     with pytest.raises(ConfigError, match=r"families\.0\.distill: \['value'\] names a kind"):
         load_config(LoopConfig, "demo", ["model_per_family=true", "distill=[el]"],
@@ -114,9 +110,12 @@ def test_loop_rounds_resume_and_expert_iteration(tmp_path, capsys):
     r1 = out / "round-1"
     for fam in ("gridmap", "rooms", "oracle-query", "textminigrid"):
         assert list((r1 / "search" / fam / "trees").glob("*/*.json.gz")), fam
+        # the demo's models learn the grid maps; the other families name no model (distill: [])
         for agent in ("el-distilled", "il-distilled"):
-            assert (r1 / "eval" / agent / fam / "episodes.jsonl").exists()
+            assert (r1 / "eval" / agent / fam / "episodes.jsonl").exists() == (fam == "gridmap")
         assert (out / "baselines" / "eval" / "random" / fam / "episodes.jsonl").exists()
+    trained = json.loads((r1 / "models" / "el" / "clew_train.json").read_text())
+    assert trained["config"]["envs"] == ["gridmap"]      # the one model learns the grid maps
     for kind in ("el", "il"):
         assert (r1 / "models" / kind / "config.json").exists()
     tiny = json.loads((out / "models" / "tiny" / "clew_tiny.json").read_text())
@@ -125,6 +124,7 @@ def test_loop_rounds_resume_and_expert_iteration(tmp_path, capsys):
     assert "## gridmap" in report and "## oracle-query" in report
     assert "| r1 el-distilled | el-distilled | learned |" in report
     assert "Against random (success)" in report and "Against random (normalized_reward)" in report
+    assert "no distilled agent plays it" in report              # rooms, oracle-query, TMG
     state = json.loads((out / "state.json").read_text())
     assert "r1/train/el" in state["done"] and "r1/data" in state["done"]
     # the EL model's evaluation records backtracks used (an agent that may backtrack)

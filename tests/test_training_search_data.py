@@ -49,11 +49,12 @@ def test_search_runs_export_without_invalid_targets(searched):
                 or "charged simulation" in reason), reason
     assert ds["el"].num_rows > 0 and ds["il_all"].num_rows > 0
     # IL: exactly the executed actions of the selected episodes, one sample per action; the
-    # oracle-query episodes (charged simulation, docs/methods/mcts.md#free-and-charged-simulation) are left out of both exports
+    # oracle-query episodes (charged simulation) included: their executed steps are the
+    # search's real queries (docs/methods/exploratory-learning.md#charged-simulation)
     records = read_episodes(searched)
     assert any(r["outcome"]["charged_simulation"] for r in records if r["task"]["env"] ==
                "treesearch")
-    selected = [r for r in records if is_selected(r) and not r["outcome"]["charged_simulation"]]
+    selected = [r for r in records if is_selected(r)]
     assert ds["il_all"].num_rows == sum(len(r["actions"]) for r in selected)
 
 
