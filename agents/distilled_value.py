@@ -20,8 +20,10 @@ Decisions:
   under role ``value`` (``usage.parses``) and left out; when none is read the value is unknown
   (``v = None``, ``all_failed``), never 0: the search then backs up the parent's estimate
   (docs/methods/debate.md#unknown-values).
-* A state the episode ended (the env is done) is worth the env's own grade there, as for the
-  rollout value: the outcome is what the env reports to any agent, not a judgement.
+* A state the episode ended (the env is done) is worth what the agent sees of it, as for the
+  rollout value (:func:`~clew.agents.value.observed_score`: success where success ends the
+  episode, else the rewards received), not the grade of a reward-graded env, which divides by
+  the best possible return.
 * It reads no reflections (the model was not trained with them), no oracle (``uses_oracle``
   False), and is ``kind`` ``learned``: a search whose policy and value are both learned
   reports as ``learned+search`` with ``uses_oracle: false`` in its trees.
@@ -38,7 +40,7 @@ from clew.agents.lm.spec import load_model
 from clew.agents.options import DistilledValueOptions
 from clew.agents.parsing import VALUE_PHRASE, parse_estimate, record
 from clew.agents.seeds import derive_seed
-from clew.agents.value import ValueRecord, config_hash, value_call
+from clew.agents.value import ValueRecord, config_hash, observed_score, value_call
 
 if TYPE_CHECKING:
     from clew.agents.prompts import Context
@@ -98,9 +100,9 @@ class DistilledValue:
                        usage: UsageByRole | None = None) -> ValueRecord:
         env = ctx.env
         if env is not None and env.done:
-            outcome = float(env.grade())
+            outcome = observed_score(env)
             return ValueRecord(v=self._unit_to_scale(outcome), kind="learned",
-                               samples=[(None, f"The episode ended with grade {outcome:.2f}.")],
+                               samples=[(None, f"The episode ended, worth {outcome:.2f}.")],
                                info={"terminal": True})
         sampling = Sampling(n=self.n, seed=derive_seed(ctx.seed, "value"),
                             choices=list(GRADES) if self.options.constrain else None,

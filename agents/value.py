@@ -101,6 +101,22 @@ def aggregate(letters: Sequence[str | None], scale: str,
     return (sum(vals) / len(vals) if vals else None), fails, all_failed
 
 
+def observed_score(env: Any, reward_scale: float = 10.0) -> float:
+    """What a state is worth from what an agent sees of it, on the unit scale
+    (docs/methods/baselines.md#heuristic-roles): where success ends the episode, the env's
+    grade (1 on success, else 0); elsewhere the rewards received so far R
+    (``env.observed_return()``) as R / (R + ``reward_scale``), 0.5 where the env keeps none.
+    The grade of a reward-graded env divides by the best possible return, which only the
+    oracle knows, so it is not read there."""
+    if env.flags.outcome_mode == "terminal_success":
+        return float(env.grade())
+    seen = env.observed_return()
+    if seen is None:
+        return 0.5
+    seen = max(float(seen), 0.0)
+    return seen / (seen + reward_scale)
+
+
 @dataclass
 class ValueRecord:
     """What one evaluation produced (docs/methods/debate.md); JSON-able via ``to_dict``."""

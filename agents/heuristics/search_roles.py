@@ -31,7 +31,7 @@ from clew.agents.policy import Proposal, merge_samples
 from clew.agents.prompts import Context
 from clew.agents.seeds import derive_rng
 from clew.agents.usage import UsageByRole
-from clew.agents.value import ValueRecord
+from clew.agents.value import ValueRecord, observed_score
 from clew.envs.base import Env
 
 
@@ -207,16 +207,8 @@ class RolloutValue:
         return self.score(env) * self.discount ** steps
 
     def score(self, env: Env) -> float:
-        """What a walk's end is worth, from what the agent sees: where success ends the episode,
-        the grade (1 on success, else 0); elsewhere the rewards received so far R, as
-        R / (R + reward_scale) (the env's grade would divide by the best possible return, which
-        only the oracle knows)."""
-        if env.flags.outcome_mode == "terminal_success":
-            return float(env.grade())
-        seen = env.observed_return()
-        if seen is None:
-            return 0.5
-        return max(seen, 0.0) / (max(seen, 0.0) + self.reward_scale)
+        """What a walk's end is worth (:func:`~clew.agents.value.observed_score`)."""
+        return observed_score(env, self.reward_scale)
 
     @staticmethod
     def _leads_to_new(env: Env, action: str, seen: set) -> bool:
