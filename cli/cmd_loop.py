@@ -2,7 +2,8 @@
 fine-tune -> evaluate the checkpoints beside the baselines, in rounds (docs/methods/loop.md).
 
 --config takes a file or a preset shipped with clew (configs/loop/): demo, cpu-experiment,
-cpu-experiment-one-model, cpu-experiment-history, cpu-experiment-one-turn. Each round is a folder
+cpu-experiment-oracle-free, cpu-experiment-one-model, cpu-experiment-history,
+cpu-experiment-one-turn. Each round is a folder
 of run directories under --out; --resume goes on with a loop that stopped, or adds rounds
 (rounds=N).
 
