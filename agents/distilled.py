@@ -454,7 +454,23 @@ def chat_at(ctx: Context, fmt: Format = "el", trail: bool = False) -> list[Messa
     return messages
 
 
-class DistilledPolicy(LMPolicy):
+class ModelFromOptions:
+    """A role whose model is its options' ``model`` (a spec string, loaded with
+    ``model_options`` on first use, or a :class:`LanguageModel`)."""
+
+    options: Any
+    _lm: LanguageModel | None = None
+
+    @property
+    def lm(self) -> LanguageModel:
+        if self._lm is None:
+            model = self.options.model
+            self._lm = (model if isinstance(model, LanguageModel)
+                        else load_model(model, **self.options.model_options))
+        return self._lm
+
+
+class DistilledPolicy(ModelFromOptions, LMPolicy):
     """A search policy from a model fine-tuned by ``clew train``
     (docs/methods/exploratory-learning.md#as-a-search-policy).
 
@@ -486,14 +502,6 @@ class DistilledPolicy(LMPolicy):
         self.format: Format = options.format
         self.sampling = {"temperature": options.temperature, "top_p": options.top_p,
                          "max_tokens": options.max_tokens}
-        model = options.model
-        self._lm: LanguageModel | None = model if isinstance(model, LanguageModel) else None
-
-    @property
-    def lm(self) -> LanguageModel:
-        if self._lm is None:
-            self._lm = load_model(self.options.model, **self.options.model_options)
-        return self._lm
 
     def messages(self, ctx: Context, reflections: Sequence[dict] = ()) -> list[Message]:
         """The request's chat: :func:`chat_at`, elided and fitted to the context (reflections

@@ -34,13 +34,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from clew.agents.distilled import chat_at, fit_chat
-from clew.agents.lm.base import ChatRequest, LanguageModel, Sampling
-from clew.agents.lm.spec import load_model
+from clew.agents.distilled import ModelFromOptions, chat_at, fit_chat
+from clew.agents.lm.base import ChatRequest, Sampling
 from clew.agents.options import DistilledValueOptions
 from clew.agents.parsing import VALUE_PHRASE, parse_estimate, record
 from clew.agents.seeds import derive_seed
-from clew.agents.value import ValueRecord, config_hash, observed_score, value_call
+from clew.agents.value import (
+    ValueRecord,
+    config_hash,
+    from_unit,
+    observed_score,
+    value_call,
+)
 
 if TYPE_CHECKING:
     from clew.agents.prompts import Context
@@ -60,7 +65,7 @@ def grade_answer(x: float) -> str:
     return f"{VALUE_PHRASE} ```{grade(x)}```"
 
 
-class DistilledValue:
+class DistilledValue(ModelFromOptions):
     """A value function from a model fine-tuned on ``value_sft`` chats (see the module
     docstring); ``scale`` is the search's value scale."""
 
@@ -74,14 +79,6 @@ class DistilledValue:
         self.n = 1 if self.greedy else options.n_samples
         self.sampling = {"temperature": options.temperature, "top_p": options.top_p,
                          "max_tokens": options.max_tokens}
-        model = options.model
-        self._lm: LanguageModel | None = model if isinstance(model, LanguageModel) else None
-
-    @property
-    def lm(self) -> LanguageModel:
-        if self._lm is None:
-            self._lm = load_model(self.options.model, **self.options.model_options)
-        return self._lm
 
     def config_hash(self) -> str:
         return config_hash(["learned", self.options.model_dump(exclude={"model"}),
@@ -93,15 +90,12 @@ class DistilledValue:
         return fit_chat(self.lm, chat, self.sampling["max_tokens"], self.options.window,
                         self.options.context_tokens)
 
-    def _unit_to_scale(self, v: float) -> float:
-        return 2.0 * v - 1.0 if self.scale == "signed" else v
-
     async def evaluate(self, ctx: Context, reflections: Sequence[dict[str, Any]] = (),
                        usage: UsageByRole | None = None) -> ValueRecord:
         env = ctx.env
         if env is not None and env.done:
             outcome = observed_score(env)
-            return ValueRecord(v=self._unit_to_scale(outcome), kind="learned",
+            return ValueRecord(v=from_unit(outcome, self.scale), kind="learned",
                                samples=[(None, f"The episode ended, worth {outcome:.2f}.")],
                                info={"terminal": True})
         sampling = Sampling(n=self.n, seed=derive_seed(ctx.seed, "value"),
@@ -113,7 +107,7 @@ class DistilledValue:
         record(usage, "value", self.lm.spec, [(x is not None, c.text)
                                               for x, c in zip(read, comps)])
         known = [x for x in read if x is not None]
-        v = self._unit_to_scale(sum(known) / len(known)) if known else None
+        v = from_unit(sum(known) / len(known), self.scale) if known else None
         return ValueRecord(v=v, kind="learned",
                            samples=[(None if x is None else f"{x:g}", c.text)
                                     for x, c in zip(read, comps)],

@@ -83,6 +83,11 @@ def scale_bounds(scale: str) -> tuple[float, float]:
     return (-1.0 if scale == "signed" else 0.0), 1.0
 
 
+def from_unit(v: float, scale: str) -> float:
+    """A value on the unit scale [0, 1] written on ``scale`` (signed: [-1, 1])."""
+    return 2.0 * v - 1.0 if scale == "signed" else v
+
+
 def aggregate(letters: Sequence[str | None], scale: str,
               parse_failure: str) -> tuple[float | None, int, bool]:
     """Mean mapped value; returns (v, n_parse_fail, all_failed) (docs/methods/debate.md).

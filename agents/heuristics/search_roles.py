@@ -31,7 +31,7 @@ from clew.agents.policy import Proposal, merge_samples
 from clew.agents.prompts import Context
 from clew.agents.seeds import derive_rng
 from clew.agents.usage import UsageByRole
-from clew.agents.value import ValueRecord, observed_score
+from clew.agents.value import ValueRecord, from_unit, observed_score
 from clew.envs.base import Env
 
 
@@ -135,9 +135,7 @@ class HeuristicValue:
         truth = 1.0 if success else progress(env)
         rng = derive_rng(self.seed, ctx.task_id, "|".join(ctx.actions), ctx.final_action)
         v = truth + (rng.gauss(0.0, self.noise) if self.noise else 0.0)
-        v = max(0.0, min(1.0 if success else self.cap, v))
-        if self.scale == "signed":
-            v = 2.0 * v - 1.0
+        v = from_unit(max(0.0, min(1.0 if success else self.cap, v)), self.scale)
         return ValueRecord(v=v, kind="heuristic", info={"truth": truth},
                            samples=[(None, (f"Thoughts: heuristic progress {truth:.2f}, "
                                             f"noisy estimate {v:.2f}."))],
@@ -235,9 +233,8 @@ class RolloutValue:
                 if key is not None:
                     self._cache[(ctx.task_id, key)] = cached
             outcomes = cached
-        v = max(outcomes) if self.aggregate == "max" else sum(outcomes) / len(outcomes)
-        if self.scale == "signed":
-            v = 2.0 * v - 1.0
+        v = from_unit(max(outcomes) if self.aggregate == "max"
+                      else sum(outcomes) / len(outcomes), self.scale)
         return ValueRecord(v=v, kind="heuristic", info={"rollouts": outcomes},
                            samples=[(None, (f"Thoughts: {len(outcomes)} walk(s) from here "
                                            f"scored {v:.2f} on average."))],
