@@ -189,12 +189,13 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path, per_family)
 
 @pytest.mark.slow
 def test_cpu_experiment_smoke(tmp_path, capsys):
-    """The oracle-free CPU experiment's config at its smallest, through the command line: a model per family
-    and kind (EL, IL and the learned value) where its search gave chats, TextMiniGrid with a
-    family history of two turns, so that its samples and its prompts are checked to keep it,
-    and no oracle in any tree of the teacher or of the evaluated searches."""
+    """The oracle-free CPU experiment's config at its smallest, through the command line: an EL
+    and an IL model per family where its search gave chats, made from hindsight paths;
+    TextMiniGrid with a family history of two turns and the trail, so that its samples and its
+    prompts are checked to keep them; and no oracle in any tree of the teacher."""
     preset = load_config(LoopConfig, "cpu-experiment-oracle-free", [], presets="loop")
-    assert preset.model_per_family and preset.distill == ["el", "il", "value"]
+    assert preset.model_per_family and preset.distill == ["el", "il"]
+    assert (preset.data["il_path"], preset.data["el_traversals"]) == ("shortcut", "detours")
     families = [f.model_dump() for f in preset.families]
     assert families[3]["name"] == "textminigrid" and families[3]["train"]["sft"]["max_steps"] > 2
     families[3]["window"] = {"keep_first_pairs": 0, "keep_last_pairs": 2, "keep_system": False,
@@ -208,40 +209,39 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
                *TINY_TRAIN])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "r1 mcts-learned" in text and "r1 el-distilled" in text
-    assert "learned+search" in text
+    assert "r1 el-distilled" in text and "r1 il-distilled" in text
     # a model per family and kind that had chats, each trained on its own env's chats and steps
     models = tmp_path / "x" / "round-1" / "models"
     for fam, envs, steps in (("gridmap", ["gridmap"], 2), ("textminigrid", ["textminigrid"], 3)):
-        for kind in ("el", "il", "value"):
+        for kind in ("el", "il"):
             run = json.loads((models / fam / kind / "clew_train.json").read_text())
             assert (run["config"]["envs"], run["config"]["sft"]["max_steps"]) == (envs, steps)
             assert run["config"]["model"].endswith("models/tiny")     # one shared base model
     # a family whose search gave no chats says so instead of showing rows
     for fam in ("rooms", "oracle-query"):
         assert (models / fam / "el").exists() or "trained no" in text, fam
-    # TextMiniGrid keeps its family's history in its samples and in every distilled prompt
-    # (two turns); the grid map the data's one turn, both with the trail
+    # TextMiniGrid keeps its family's history and the trail in its samples and in every
+    # distilled prompt; the grid map the data's one turn, without the trail
     cfg = LoopConfig(**yaml.safe_load((tmp_path / "x" / "loop.yaml").read_text()))
     assert cfg.families[3].name == "textminigrid"
     r1 = tmp_path / "x" / "round-1"
-    for label, key in (("el-distilled", None), ("mcts-learned", "distilled_policy"),
-                       ("mcts-learned", "distilled_value")):
-        for fam, pairs in (("textminigrid", 2), ("gridmap", 1)):
-            opts = yaml.safe_load((r1 / "eval" / label / fam / "config.yaml").read_text())
-            opts = opts["agent_options"][key] if key else opts["agent_options"]
-            assert opts["window"]["keep_last_pairs"] == pairs, (label, fam)
-            assert opts["window"]["keep_first_pairs"] == 0 and opts["window"]["trail"]
-            kind = "value" if key == "distilled_value" else "el"
-            assert opts["model"] == f"hf:{models / fam / kind}"        # the family's own model
+    for fam, pairs, trail in (("textminigrid", 2, True), ("gridmap", 1, False)):
+        opts = yaml.safe_load((r1 / "eval" / "el-distilled" / fam / "config.yaml").read_text())
+        opts = opts["agent_options"]
+        assert (opts["window"]["keep_last_pairs"], opts["window"]["trail"]) == (pairs, trail)
+        assert opts["model"] == f"hf:{models / fam / 'el'}"        # the family's own model
     rows = [json.loads(line) for line in (r1 / "data" / "el.jsonl").read_text().splitlines()]
     users = {env: [sum(m["role"] == "user" for m in r["messages"]) for r in rows
                    if r["meta"]["env"] == env] for env in ("gridmap", "textminigrid")}
     assert set(users["gridmap"]) == {1} and set(users["textminigrid"]) == {1, 2}
-    assert all("PATH: S0" in r["messages"][-2]["content"] for r in rows
-               if r["meta"]["env"] in ("gridmap", "textminigrid"))
-    # no oracle in the teacher's trees nor in the learned searches' trees
-    trees = [*r1.glob("search/*/trees/*/*.json.gz"), *r1.glob("eval/mcts-learned/*/trees/*/*")]
+    for r in rows:
+        trail = "PATH: S0" in r["messages"][-2]["content"]
+        assert trail == (r["meta"]["env"] == "textminigrid"), r["meta"]["env"]
+    # the grid-map chats follow hindsight shortcuts
+    report = json.loads((r1 / "data" / "export_report.json").read_text())
+    assert report["counts"]["hindsight_shortcuts"] >= 1
+    # no oracle in the teacher's trees
+    trees = list(r1.glob("search/*/trees/*/*.json.gz"))
     assert trees
     for path in trees:
         with gzip.open(path, "rt") as f:

@@ -160,3 +160,54 @@ def write_run(path, n_tasks: int = 3, failed: bool = True, without_trees: bool =
         lines.append({**record, "key": "ex-notree#0"})
     (path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     return path
+
+
+@dataclass
+class PlaceState:
+    at: str
+    steps: int = 0
+    done: bool = False
+
+
+class GraphEnv(Env):
+    """Places joined by named moves (``params["moves"]``: place -> action -> place); the episode
+    succeeds at ``params["goal"]``. Its state key is the place, so hindsight paths apply."""
+
+    name = "toy-graph"
+    flags = EnvFlags(supports_backtrack=True)
+    keyed = True
+
+    def reset(self, task: Task) -> Observation:
+        self.task = task
+        self.moves = task.params["moves"]
+        self.state = PlaceState(task.params["start"])
+        return self.observation()
+
+    def observation(self) -> Observation:
+        return Observation(f"You are at {self.state.at}.", {})
+
+    def legal_actions(self) -> list[str]:
+        return sorted(self.moves.get(self.state.at, {}))
+
+    def step(self, action: str) -> Step:
+        s = self.state
+        s.steps += 1
+        to = self.moves.get(s.at, {}).get(action.strip())
+        if to is None:
+            return Step(Observation(f"invalid action {action!r}", {}), 0.0, s.done, False)
+        s.at = to
+        s.done = to == self.task.params["goal"]
+        return Step(self.observation(), float(s.done), s.done, True)
+
+    def state_key(self):
+        return self.state.at if self.keyed else None
+
+    def instructions(self, variant: str = "default") -> str:
+        return "Reach the goal."
+
+    def grade(self) -> float:
+        return 1.0 if self.state.at == self.task.params["goal"] else 0.0
+
+
+def graph_task(moves: dict[str, dict[str, str]], start: str = "A", goal: str = "C") -> Task:
+    return Task("toy-graph", {"moves": moves, "start": start, "goal": goal})

@@ -91,15 +91,21 @@ class DataConfig(BaseModel):
                                           "select_min_grade (envs whose searches reach "
                                           "different grades)")
     el_max_actions: int | None = Field(20, ge=1)
-    el_traversals: Literal["all", "dead_ends"] = Field(
+    el_traversals: Literal["all", "dead_ends", "detours"] = Field(
         "all", description="the traversals before the executed one that EL keeps: all, or "
-                           "those that met a dead end (docs/methods/exploratory-learning.md#dead-ends)")
+                           "those that met a dead end (docs/methods/exploratory-learning.md#dead-ends); "
+                           "or no tree at all: the hindsight shortcut with the detours the "
+                           "episode walked, each left by a backtrack "
+                           "(docs/methods/exploratory-learning.md#hindsight-paths)")
     dead_end_margin: float = Field(0.1, ge=0.0, le=1.0, description=(
         "with el_traversals dead_ends: how far below the state it left a branch must end"))
     el_over_budget: Literal["skip", "cut"] = Field("skip", description=(
         "an EL trajectory longer than the env's step budget: skip the episode, or cut it where "
         "the budget runs out (docs/methods/exploratory-learning.md#teacher-forcing)"))
     il_max_actions: int | None = Field(None, ge=1)
+    il_path: Literal["executed", "shortcut"] = Field("executed", description=(
+        "what IL imitates: the executed actions, or the shortest path through the states the "
+        "episode visited (docs/methods/exploratory-learning.md#hindsight-paths)"))
     assessment_value: Literal["both", "text", "number"] = "both"
     sample_mode: Literal["prefix_last", "full"] = "prefix_last"
     window: ChatWindow = Field(
@@ -161,7 +167,8 @@ class DataConfig(BaseModel):
             el_max_actions=self.el_max_actions, assessment_value=self.assessment_value,
             sample_mode=self.sample_mode, window=self.window_of(env),
             strict_replay=self.strict_replay, el_traversals=self.el_traversals,
-            dead_end_margin=self.dead_end_margin, el_over_budget=self.el_over_budget)
+            dead_end_margin=self.dead_end_margin, el_over_budget=self.el_over_budget,
+            il_path=self.il_path)
 
     def pair_options(self, env: str = "") -> PairOptions:
         return PairOptions(self.pair_margin, self.pair_min_visits, self.value_min_visits,
@@ -171,7 +178,7 @@ class DataConfig(BaseModel):
         # a field at its default that older configs lacked stays out, so their digests hold
         old = {k for k, v in (("env_window", {}), ("env_select_min_grade", {}),
                               ("el_traversals", "all"), ("dead_end_margin", 0.1),
-                              ("el_over_budget", "skip"))
+                              ("el_over_budget", "skip"), ("il_path", "executed"))
                if getattr(self, k) == v}
         if VALUE_SUBSET not in self.subsets and self.value_target == "q":
             old.add("value_target")

@@ -74,6 +74,7 @@ from clew.agents.distilled import (
 from clew.agents.window import ChatWindow
 from clew.envs.base import Env, Task
 from clew.search.tree import Edge, Node, Tree
+from clew.training.hindsight import Hindsight, hindsight
 
 UNIT_LETTERS = {"A": 1.0, "B": 0.9, "C": 0.5, "D": 0.2, "E": 0.0}
 SIGNED_LETTERS = {"A": 1.0, "B": 0.7, "C": 0.5, "D": -0.2, "E": -1.0}
@@ -360,8 +361,9 @@ class Turn:
     prefix: str | None = None          # the assessment line
     body: str = ""                     # the completion (act) or the backtrack sentence (back)
     edge: Edge | None = None           # act: the edge taken
-    target: Node | None = None         # back: the state returned to
+    target: object | None = None       # back: the state returned to (a tree node or a mark)
     text: str = ""                     # final text (filled for act turns and by teacher_force)
+    mark: object | None = None         # act: names the state it reaches, for later backtracks
 
     def render(self, target_sid: int | None = None) -> str:
         if self.kind == "back":
@@ -398,6 +400,21 @@ def il_turns(record: dict[str, Any]) -> list[Turn]:
         turn.text = turn.render()
         turns.append(turn)
     return turns
+
+
+def hindsight_turns(found: Hindsight, detours: bool) -> tuple[list[Turn], object]:
+    """IL turns along a hindsight shortcut, or with ``detours`` EL turns: at each state of the
+    shortcut, every detour walked from it and a backtrack out of it, then the shortcut's move
+    (docs/methods/exploratory-learning.md#hindsight-paths). Also the mark of the first state,
+    the ``root`` of :func:`teacher_force`."""
+    marks = [object() for _ in range(len(found.path) + 1)]
+    turns = []
+    for p, action in enumerate(found.path):
+        for branch in found.detours.get(p, []) if detours else []:
+            turns += [Turn("act", None, answer(a), text=answer(a)) for a in branch]
+            turns.append(Turn("back", None, BACKTRACK_TURN, target=marks[p]))
+        turns.append(Turn("act", None, answer(action), text=answer(action), mark=marks[p + 1]))
+    return turns, marks[0]
 
 
 def charged_turns(record: dict[str, Any], trees: dict[int, Tree], canonical: Callable[[str], str],
@@ -474,7 +491,7 @@ class Chat:
 
 
 def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
-                  root: Node | None = None, strict: bool = False,
+                  root: object | None = None, strict: bool = False,
                   min_grade: float | None = None, open_end: bool = False,
                   trail: bool = False, over_budget: str = "skip") -> Chat:
     """Replay ``turns`` in ``env`` as the runner would run the distilled agent (docs/methods/exploratory-learning.md#teacher-forcing, docs/methods/exploratory-learning.md#distilled-agent).
@@ -482,7 +499,8 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
     Each assistant text goes through :func:`clew.agents.distilled.decide`, exactly as the agent's
     completions do; forward actions are stepped, backtracks restore the snapshot of the target
     state with ``keep_clock=True`` and cost one step. The chat ends with the last assistant turn.
-    ``root`` is the tree node of the initial state (state S0), the target of backtracks to it.
+    ``root`` is the tree node of the initial state (state S0), the target of backtracks to it;
+    a turn's ``mark`` names the state it reaches like its edge's child does.
 
     Decisions: a backtrack to the state the replay is already in (the branch below it held only
     invalid actions, which create no state) is a no-op and is left out (``chat.skipped``). If
@@ -550,6 +568,8 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
         else:
             pending = with_trail(invalid_user(env, path[-1], step.obs.text, decision.action),
                                  track)
+        if turn.mark is not None:
+            sid_of[id(turn.mark)] = path[-1]
         if turn.edge is not None and turn.edge.child is not None:
             sid_of[id(turn.edge.child)] = path[-1]
             expected = turn.edge.child.obs
@@ -637,9 +657,10 @@ class ExportOptions:
     sample_mode: Literal["prefix_last", "full"] = "prefix_last"
     window: ChatWindow = field(default_factory=ChatWindow)
     strict_replay: bool = False
-    el_traversals: Literal["all", "dead_ends"] = "all"
+    el_traversals: Literal["all", "dead_ends", "detours"] = "all"
     dead_end_margin: float = 0.1
     el_over_budget: Literal["skip", "cut"] = "skip"
+    il_path: Literal["executed", "shortcut"] = "executed"
 
 
 @dataclass
@@ -669,7 +690,15 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
     # Charged simulation (docs/methods/mcts.md#free-and-charged-simulation): the search's
     # look-ahead queries were asked for real, so the executed steps are the trajectory
     charged = bool((record.get("outcome") or {}).get("charged_simulation"))
-    if not trees:
+    found = None
+    if not charged and (opt.il_path == "shortcut" or opt.el_traversals == "detours"):
+        actions = [str(a) for a in record.get("actions") or []]
+        found = hindsight(make_env(), task, actions)
+        out.counts["hindsight_shortcuts"] = int(found is not None)
+        if found is None:     # the executed path, without detours, stands in
+            found = Hindsight(actions)
+        out.counts["hindsight_saved_actions"] = len(actions) - len(found.path)
+    if not trees and opt.el_traversals != "detours":   # detours come from the episode itself
         out.el_skipped = "no search trees"
     else:
         try:
@@ -680,6 +709,10 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
                 chat = teacher_force(env, task, turns, "el", strict=opt.strict_replay,
                                      min_grade=grade, trail=opt.window.trail,
                                      over_budget=opt.el_over_budget)
+            elif opt.el_traversals == "detours":
+                turns, root = hindsight_turns(found, detours=True)
+                chat = teacher_force(env, task, turns, "el", root=root, min_grade=grade,
+                                     trail=opt.window.trail, over_budget=opt.el_over_budget)
             else:
                 items = flatten_episode(record, trees, backtrack=env.flags.supports_backtrack,
                                         keep=opt.el_traversals, margin=opt.dead_end_margin)
@@ -701,7 +734,9 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
         except FlattenError as exc:
             out.el_skipped = str(exc)
     try:
-        chat = teacher_force(make_env(), task, il_turns(record), "il", strict=opt.strict_replay,
+        turns = hindsight_turns(found, detours=False)[0] if opt.il_path == "shortcut" and \
+            found is not None else il_turns(record)
+        chat = teacher_force(make_env(), task, turns, "il", strict=opt.strict_replay,
                              trail=opt.window.trail)
         out.il, dropped = make_samples(chat, **cut)
         _add(out.counts, dropped, "il")

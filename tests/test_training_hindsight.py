@@ -1,0 +1,81 @@
+"""Hindsight paths (docs/methods/exploratory-learning.md#hindsight-paths): the shortcut through
+the states an episode visited, its detours, and the EL and IL chats made from them."""
+
+from __future__ import annotations
+
+from clew.agents.distilled import BACKTRACK_TURN
+from clew.training.flatten import ExportOptions, export_episode
+from clew.training.hindsight import hindsight
+from training_toys import GraphEnv, graph_task
+
+# A -r-> B -r-> C (the goal); a dead end X (and Y behind it) below A; a long way B -s-> Z -t-> C
+MOVES = {"A": {"r": "B", "d": "X"}, "X": {"u": "A", "d": "Y"}, "Y": {"u": "X"},
+         "B": {"r": "C", "s": "Z", "l": "A"}, "Z": {"t": "C"}}
+
+
+def found(actions, keyed=True):
+    env = GraphEnv()
+    env.keyed = keyed
+    return hindsight(env, graph_task(MOVES), actions)
+
+
+def test_a_loop_is_cut_and_becomes_a_detour_to_where_the_walk_turned_round():
+    h = found(["d", "d", "u", "u", "r", "r"])
+    assert h.path == ["r", "r"]
+    assert h.detours == {0: [["d", "d"]]}
+
+
+def test_a_move_tried_in_the_simulator_shortens_the_path_and_a_longer_way_is_no_detour():
+    h = found(["r", "s", "t"])
+    assert h.path == ["r", "r"]          # B -r-> C was never executed, only simulated
+    assert h.detours == {}
+
+
+def test_walking_back_onto_the_path_is_no_detour():
+    h = found(["r", "l", "r", "r"])
+    assert h.path == ["r", "r"]
+    assert h.detours == {}
+
+
+def test_invalid_actions_are_dropped_and_an_env_without_state_keys_has_no_shortcut():
+    assert found(["q", "r", "r"]).path == ["r", "r"]
+    assert found(["d", "u", "r", "r"], keyed=False) is None
+
+
+def record(actions):
+    return {"key": "toy#0", "task": graph_task(MOVES).to_dict(), "actions": actions,
+            "steps": [{"action": a, "raw": a} for a in actions],
+            "outcome": {"success": True, "grade": 1.0}}
+
+
+def assistant(sample):
+    return sample.messages[-1]["content"]
+
+
+def test_export_imitates_the_shortcut_and_el_backs_out_of_the_detour():
+    opts = ExportOptions(el_traversals="detours", il_path="shortcut")
+    out = export_episode(record(["d", "d", "u", "u", "r", "r"]), {}, GraphEnv, options=opts)
+    assert [assistant(s) for s in out.il] == ["Next action: ```r```"] * 2
+    el = [assistant(s) for s in out.el]
+    assert el[:2] == ["Next action: ```d```"] * 2
+    assert el[2] == f"{BACKTRACK_TURN}\n\nNext action: ```backtrack S0```"
+    assert el[3:] == ["Next action: ```r```"] * 2
+    assert out.counts["hindsight_shortcuts"] == 1 and out.counts["hindsight_saved_actions"] == 4
+
+
+def test_without_a_shortcut_both_formats_use_the_executed_path():
+    class Unkeyed(GraphEnv):
+        keyed = False
+    opts = ExportOptions(el_traversals="detours", il_path="shortcut")
+    out = export_episode(record(["d", "u", "r", "r"]), {}, Unkeyed, options=opts)
+    want = [f"Next action: ```{a}```" for a in ["d", "u", "r", "r"]]
+    assert [assistant(s) for s in out.il] == want
+    assert [assistant(s) for s in out.el] == want
+    assert out.counts["hindsight_shortcuts"] == 0
+
+
+def test_executed_il_is_unchanged_by_default():
+    out = export_episode(record(["d", "u", "r", "r"]), {}, GraphEnv)
+    assert [assistant(s) for s in out.il] == [f"Next action: ```{a}```"
+                                               for a in ["d", "u", "r", "r"]]
+    assert out.el_skipped == "no search trees"
