@@ -284,7 +284,7 @@ def test_the_loop_trains_a_value_model_that_mcts_uses(tmp_path):
         "train_suite=gridmap-mini:train", "test_suite=gridmap-mini:test"],
         base={"out": str(tmp_path / "loop")}, presets="loop")
     data = cfg.model_dump()
-    # the demo's grid-map family searches its own maps with the oracle prior: not here
+    # the demo's grid-map family searches its own 270 maps with its own walks: not here
     gridmap = {**next(f for f in data["families"] if f["name"] == "gridmap"),
                "search_options": {}, "train_suite": None}
     data.update(families=[gridmap],

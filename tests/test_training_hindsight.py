@@ -42,9 +42,9 @@ def test_invalid_actions_are_dropped_and_an_env_without_state_keys_has_no_shortc
     assert found(["d", "u", "r", "r"], keyed=False) is None
 
 
-def record(actions):
+def record(actions, raw=lambda a: a):
     return {"key": "toy#0", "task": graph_task(MOVES).to_dict(), "actions": actions,
-            "steps": [{"action": a, "raw": a} for a in actions],
+            "steps": [{"action": a, "raw": raw(a)} for a in actions],
             "outcome": {"success": True, "grade": 1.0}}
 
 
@@ -67,10 +67,13 @@ def test_without_a_shortcut_both_formats_use_the_executed_path():
     class Unkeyed(GraphEnv):
         keyed = False
     opts = ExportOptions(el_traversals="detours", il_path="shortcut")
-    out = export_episode(record(["d", "u", "r", "r"]), {}, Unkeyed, options=opts)
-    want = [f"Next action: ```{a}```" for a in ["d", "u", "r", "r"]]
-    assert [assistant(s) for s in out.il] == want
-    assert [assistant(s) for s in out.el] == want
+    sampled = record(["d", "u", "r", "r"], raw=lambda a: f"I try {a}.\nNext action: ```{a}```")
+    out = export_episode(sampled, {}, Unkeyed, options=opts)
+    # IL keeps the completions as sampled; EL writes the answer lines of its own turns
+    assert [assistant(s) for s in out.il] == [f"I try {a}.\nNext action: ```{a}```"
+                                               for a in ["d", "u", "r", "r"]]
+    assert [assistant(s) for s in out.el] == [f"Next action: ```{a}```"
+                                               for a in ["d", "u", "r", "r"]]
     assert out.counts["hindsight_shortcuts"] == 0
 
 

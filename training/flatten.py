@@ -695,9 +695,7 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
         actions = [str(a) for a in record.get("actions") or []]
         found = hindsight(make_env(), task, actions)
         out.counts["hindsight_shortcuts"] = int(found is not None)
-        if found is None:     # the executed path, without detours, stands in
-            found = Hindsight(actions)
-        out.counts["hindsight_saved_actions"] = len(actions) - len(found.path)
+        out.counts["hindsight_saved_actions"] = len(actions) - len(found.path) if found else 0
     if not trees and opt.el_traversals != "detours":   # detours come from the episode itself
         out.el_skipped = "no search trees"
     else:
@@ -710,7 +708,8 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
                                      min_grade=grade, trail=opt.window.trail,
                                      over_budget=opt.el_over_budget)
             elif opt.el_traversals == "detours":
-                turns, root = hindsight_turns(found, detours=True)
+                # without a shortcut the executed path stands in, without detours
+                turns, root = hindsight_turns(found or Hindsight(actions), detours=True)
                 chat = teacher_force(env, task, turns, "el", root=root, min_grade=grade,
                                      trail=opt.window.trail, over_budget=opt.el_over_budget)
             else:
