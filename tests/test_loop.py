@@ -175,9 +175,10 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path, per_family)
     cfg = cfg.model_copy(update={"next_search": AgentSpec(**nxt), "baselines": [],
                                  "families": [f for f in cfg.families
                                               if f.name in ("gridmap", "textminigrid")]})
+    # round 1 searches with the oracle prior above, not the demo's grid-map walks
+    gridmap = cfg.families[0].model_copy(update={"search_options": {}})
     cfg = cfg.model_copy(update={"train_suite": "gridmap-mini:train",
-                                 "test_suite": "gridmap-mini:test",
-                                 "families": cfg.families[:1]})
+                                 "test_suite": "gridmap-mini:test", "families": [gridmap]})
     run_loop(cfg, say=lambda s: None, html=False)
     rec = json.loads((tmp_path / "loop" / "round-2" / "search" / "gridmap" / "episodes.jsonl")
                      .read_text().splitlines()[0])
@@ -201,8 +202,10 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
     families[3]["window"] = {"keep_first_pairs": 0, "keep_last_pairs": 2, "keep_system": False,
                              "trail": True}
     families[3]["train"] = {"sft": {"max_steps": 3}}   # the family's own steps, over the loop's 2
-    # longer walks: the one smoke task must be solved for TextMiniGrid to have chats
+    # longer walks on a task they solve: the one smoke task must be solved for TextMiniGrid to
+    # have chats
     families[3]["search_options"]["value"].update(horizon=20, rollouts=4)
+    families[3]["train_suite"] = None
     config = tmp_path / "cpu-experiment-history2.yaml"
     config.write_text(yaml.safe_dump({**preset.model_dump(), "families": families}))
     rc = main(["loop", "--config", str(config), "--out", str(tmp_path / "x"), *SHORT,
