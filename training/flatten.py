@@ -407,13 +407,16 @@ def hindsight_turns(found: Hindsight, detours: bool) -> tuple[list[Turn], object
     shortcut, every detour walked from it and a backtrack out of it, then the shortcut's move
     (docs/methods/exploratory-learning.md#hindsight-paths). Also the mark of the first state,
     the ``root`` of :func:`teacher_force`."""
+    def act(action: str, mark: object | None = None) -> Turn:
+        return Turn("act", None, answer(action), text=answer(action), mark=mark)
+
     marks = [object() for _ in range(len(found.path) + 1)]
     turns = []
     for p, action in enumerate(found.path):
         for branch in found.detours.get(p, []) if detours else []:
-            turns += [Turn("act", None, answer(a), text=answer(a)) for a in branch]
+            turns += [act(a) for a in branch]
             turns.append(Turn("back", None, BACKTRACK_TURN, target=marks[p]))
-        turns.append(Turn("act", None, answer(action), text=answer(action), mark=marks[p + 1]))
+        turns.append(act(action, marks[p + 1]))
     return turns, marks[0]
 
 
@@ -690,9 +693,9 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
     # Charged simulation (docs/methods/mcts.md#free-and-charged-simulation): the search's
     # look-ahead queries were asked for real, so the executed steps are the trajectory
     charged = bool((record.get("outcome") or {}).get("charged_simulation"))
+    actions = [str(a) for a in record.get("actions") or []]
     found = None
     if not charged and (opt.il_path == "shortcut" or opt.el_traversals == "detours"):
-        actions = [str(a) for a in record.get("actions") or []]
         found = hindsight(make_env(), task, actions)
         out.counts["hindsight_shortcuts"] = int(found is not None)
         out.counts["hindsight_saved_actions"] = len(actions) - len(found.path) if found else 0

@@ -68,8 +68,9 @@ def _shortest(env: Env, keys: list[Any], actions: list[str],
         for action in env.legal_actions():
             probe = env.copy()
             probe.step(action)
-            if probe.state_key() in seen and probe.state_key() != key:
-                moves.setdefault(key, {}).setdefault(probe.state_key(), action)
+            lands = probe.state_key()
+            if lands in seen and lands != key:
+                moves.setdefault(key, {}).setdefault(lands, action)
     came: dict[Any, tuple[Any, str] | None] = {keys[0]: None}
     todo = deque([keys[0]])
     while todo:
@@ -92,12 +93,13 @@ def _detours(keys: list[Any], actions: list[str], spine: list[Any],
     """Per shortcut position, the loops the executed path made from that state, cut where it
     turned round."""
     at = {key: p for p, key in enumerate(spine)}
+    last = {key: i for i, key in enumerate(keys)}     # the last visit of each state
     out: dict[int, list[list[str]]] = {}
     for i, action in enumerate(actions):
         p = at.get(keys[i])
         if p is None or p >= len(spine_actions) or keys[i + 1] == keys[i]:
             continue
-        if action == spine_actions[p] or keys[i] not in keys[i + 1:]:
+        if action == spine_actions[p] or last[keys[i]] == i:
             continue                       # the shortcut's own move, or no loop back here
         branch, seen = [], {keys[i]}
         for j in range(i, len(actions)):
