@@ -110,6 +110,11 @@ class Family(BaseModel):
         None, description="the models this family's chats train and its agents use (unset: "
                           "the loop's distill; []: none, the family is searched and its "
                           "baselines played)")
+    train_seeds: int = Field(
+        1, ge=1, description="models of each kind, trained alike but for the seed (the train "
+                             "seed + 0, 1, ...; model_per_family only): an agent that uses them "
+                             "plays the test tasks with each, every other agent as many times, "
+                             "and each table row pools its episodes")
 
     #: keys renamed since (read with a warning), the training ones in its ``train`` too
     RENAMED: ClassVar[dict[str, Rename]] = {"max_steps": "max_episode_steps", "history": "window",
@@ -188,9 +193,11 @@ class LoopConfig(BaseModel):
                                      f"{fam.name!r}")
                 seen[env] = fam.name
         for i, fam in enumerate(self.families):
-            if fam.train and not self.model_per_family:
-                raise ValueError(f"families.{i}.train: read only with model_per_family: true "
-                                 "(otherwise one model learns every family: set the loop's train)")
+            for key, given in (("train", fam.train), ("train_seeds", fam.train_seeds > 1)):
+                if given and not self.model_per_family:
+                    raise ValueError(f"families.{i}.{key}: read only with model_per_family: true "
+                                     "(otherwise one model learns every family: set the loop's "
+                                     "train)")
             if fam.distill and not set(fam.distill) <= set(self.distill):
                 raise ValueError(f"families.{i}.distill: {fam.distill} names a kind the loop's "
                                  f"distill {self.distill} does not train data for")
@@ -358,7 +365,10 @@ class Loop:
         atomic_write_json(self.state_file, self.state)
         return result
 
-    def run_agent(self, spec: AgentSpec, fam: Family, split: str, run: Path) -> str:
+    def run_agent(self, spec: AgentSpec, fam: Family, split: str, run: Path,
+                  times: int = 1) -> str:
+        """Play ``fam``'s ``split`` tasks with ``spec`` into ``run``; test tasks ``times`` times
+        their repeats (an agent with no model of a family with ``train_seeds``)."""
         options = spec.agent_options
         if spec is self.cfg.search or spec is self.cfg.next_search:
             options = deep_merge(options, fam.search_options)
@@ -376,7 +386,8 @@ class Loop:
             out=str(run), concurrency=self.cfg.concurrency, max_episode_steps=cap,
             env_options=fam.env_options,
             repeats=min(fam.train_repeats if split == "train" else
-                        spec.test_repeats or fam.test_repeats, self.cfg.limit_repeats or 10**9),
+                        times * (spec.test_repeats or fam.test_repeats),
+                        self.cfg.limit_repeats or 10**9),
             resume=(run / "config.yaml").exists(), parse_failure_rate=self.cfg.parse_failure_rate)
         evaluate(cfg, progress=False)
         return str(run)
@@ -436,12 +447,13 @@ class Loop:
             return list(group.distill)
         return list(self.cfg.distill)
 
-    def models(self, r: int, fam: Family | None = None) -> dict[str, str]:
-        """The folders of round ``r``'s EL, IL and value models that ``fam``'s agents use."""
+    def models(self, r: int, fam: Family | None = None, seed: int = 0) -> dict[str, str]:
+        """The folders of round ``r``'s EL, IL and value models that ``fam``'s agents use: those
+        of the train seed, or of the train seed + ``seed`` (``train_seeds``)."""
         folder = self.out / f"round-{r}" / "models"
         if self.cfg.model_per_family and fam is not None:
             folder = folder / fam.name
-        return {kind: str(folder / kind) for kind in DISTILL_SUBSETS}
+        return {kind: str(folder / f"{kind}{seeded(seed)}") for kind in DISTILL_SUBSETS}
 
     def train(self, r: int, sizes: dict[str, int]) -> dict[str, list[str]]:
         """Fine-tune a model per ``distill`` kind (and per family with ``model_per_family``);
@@ -474,7 +486,12 @@ class Loop:
                     cfg = cfg.model_copy(update={"envs": envs})
                 key = f"r{r}/train/{kind}" if group is None else f"r{r}/train/{group.name}/{kind}"
                 what = f"round {r} train: {name}{kind.upper()} model on {count} samples"
-                jobs.append((group, kind, key, cfg.model_dump(mode="json"), what))
+                for seed in range(1 if group is None else group.train_seeds):
+                    this = cfg.model_copy(update={
+                        "output_dir": self.models(r, group, seed)[kind],
+                        "sft": {**cfg.sft, "seed": cfg.trainer("seed") + seed}})
+                    jobs.append((group, kind, key + seeded(seed), this.model_dump(mode="json"),
+                                 what + (f", train seed + {seed}" if seed else "")))
         pending = [job for job in jobs if job[2] not in self.state["done"]]
         pool, started = None, {}
         if self.cfg.train_jobs > 1 and len(pending) > 1:
@@ -490,7 +507,7 @@ class Loop:
                         else (lambda o=options: train_model(o)))
                 res = self.stage(key, what, work)
                 for fam in self.cfg.families if group is None else [group]:
-                    if kind in self.distill_of(fam):
+                    if kind in self.distill_of(fam) and kind not in trained[fam.name]:
                         trained[fam.name].append(kind)
                 if res.get("first_loss") is not None:
                     self.say(f"    loss {res['first_loss']:.2f} -> {res['last_loss']:.2f} "
@@ -544,23 +561,33 @@ class Loop:
                     self.say(f"{where} evaluate: {spec.label} on {fam.name} needs the "
                              f"{'/'.join(needs)} model, which this round did not train; skipped")
                     continue
-                values = {"out": str(self.out)} | ({} if r is None else self.models(r, fam))
-                this = spec.model_copy(update={"agent_options": fill(spec.agent_options, values)})
-                run = self.out / where / "eval" / spec.label / fam.name
-                self.stage(f"{where}/eval/{spec.label}/{fam.name}",
-                           f"{where} evaluate: {spec.label} on {fam.name} (test)",
-                           lambda s=this, f=fam, p=run: self.run_agent(s, f, "test", p))
+                # an agent with models plays once per seed's models; any other as many times
+                seeds, times = ((range(fam.train_seeds), 1) if needs and r is not None else
+                                (range(1), fam.train_seeds))
+                for seed in seeds:
+                    values = {"out": str(self.out)} | ({} if r is None else
+                                                       self.models(r, fam, seed))
+                    this = spec.model_copy(update={"agent_options": fill(spec.agent_options,
+                                                                         values)})
+                    name = f"{spec.label}/{fam.name}{seeded(seed)}"
+                    self.stage(f"{where}/eval/{name}", f"{where} evaluate: {spec.label} on "
+                               f"{fam.name}{seeded(seed)} (test)",
+                               lambda s=this, f=fam, p=self.out / where / "eval" / name, n=times:
+                               self.run_agent(s, f, "test", p, n))
 
-    def rows(self) -> dict[str, list[tuple[str, Path]]]:
-        """Per family, the (name, run) pairs evaluated so far: baselines, then round by round."""
-        out: dict[str, list[tuple[str, Path]]] = {f.name: [] for f in self.cfg.families}
+    def rows(self) -> dict[str, list[tuple[str, list[Path]]]]:
+        """Per family, the (name, runs) pairs evaluated so far, baselines, then round by round:
+        an agent's runs are one per model seed (``train_seeds``), else one."""
+        out: dict[str, list[tuple[str, list[Path]]]] = {f.name: [] for f in self.cfg.families}
         for where, prefix in [("baselines", "")] + [(f"round-{r}", f"r{r} ")
                                                     for r in range(1, self.cfg.rounds + 1)]:
             for spec in (self.cfg.baselines if where == "baselines" else self.cfg.round_agents):
                 for fam in self.cfg.families:
-                    run = self.out / where / "eval" / spec.label / fam.name
-                    if (run / "episodes.jsonl").exists():
-                        out[fam.name].append((prefix + spec.label, run))
+                    runs = [self.out / where / "eval" / spec.label / f"{fam.name}{seeded(seed)}"
+                            for seed in range(fam.train_seeds)]
+                    runs = [run for run in runs if (run / "episodes.jsonl").exists()]
+                    if runs:
+                        out[fam.name].append((prefix + spec.label, runs))
         return out
 
 
@@ -577,7 +604,8 @@ def report(loop: Loop) -> str:
         lines += [cfg.note, ""]
     evaluated = loop.rows()
     for fam in cfg.families:
-        rows = [(name, aggregate(RunDir(run).episodes())) for name, run in evaluated[fam.name]]
+        rows = [(name, aggregate([e for run in runs for e in RunDir(run).episodes()]))
+                for name, runs in evaluated[fam.name]]
         cap = (f"at most {fam.max_episode_steps} actions" if fam.max_episode_steps
                else "the env's own budget")
         lines.append(f"## {fam.name}  ({', '.join(fam.envs)}; {cap} per episode)\n")
@@ -595,6 +623,7 @@ def report(loop: Loop) -> str:
         if rows:
             lines.append(summary_table(rows))
             lines += against_random(rows)
+            lines += by_seed(evaluated[fam.name])
     seconds: dict[str, float] = {}
     for key, entry in loop.state["done"].items():
         kind = key.split("/")[1] if key.startswith(("r", "baselines")) else key
@@ -609,7 +638,7 @@ def html_reports(loop: Loop) -> None:
         if len(rows) < 2:
             continue
         try:
-            write_report([run for _, run in rows], loop.out / "report" / fam)
+            write_report([run for _, runs in rows for run in runs], loop.out / "report" / fam)
         except ReportError as exc:  # a report is a view: the loop's results stay
             loop.say(f"report for {fam} not written: {exc}")
 
@@ -635,6 +664,32 @@ def run_loop(cfg: LoopConfig, *, resume: bool = False, say: Callable[[str], None
         html_reports(loop)
     say(f"loop finished in {time.perf_counter() - start:.0f} s; report: {loop.out}/report.md")
     return loop
+
+
+def seeded(seed: int) -> str:
+    """The suffix of a model folder, a training stage and an evaluation run of the train seed +
+    ``seed`` (none for the train seed itself)."""
+    return f"-seed{seed}" if seed else ""
+
+
+def by_seed(rows: list[tuple[str, list[Path]]]) -> list[str]:
+    """One line per agent that played with several seeds' models: its headline number per model
+    and their mean ± the standard error across models (the row above pools the episodes, so its
+    standard error leaves out how much the models differ)."""
+    lines = []
+    for name, runs in rows:
+        if len(runs) < 2:
+            continue
+        aggs = [aggregate(RunDir(run).episodes()) for run in runs]
+        key = "success" if math.isfinite(aggs[0]["mean"].get("success", math.nan)) else \
+            "normalized_reward"
+        values = [a["mean"].get(key, math.nan) for a in aggs]
+        mean = sum(values) / len(values)
+        spread = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values))
+        lines.append(f"{name} by model seed ({key}): "
+                     + ", ".join(f"{v:.3f}" for v in values)
+                     + f"; across the {len(values)} models {mean:.3f} ± {spread:.3f}\n")
+    return lines
 
 
 def against_random(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:

@@ -3,6 +3,7 @@ report, and the smoke version of the CPU experiment (docs/methods/loop.md)."""
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -10,8 +11,10 @@ from clew.agents.window import ChatWindow
 from clew.cli.main import main
 from clew.loop.pipeline import (
     AgentSpec,
+    Loop,
     LoopConfig,
     fill,
+    report,
     run_loop,
     standard_errors_apart,
     with_window,
@@ -90,6 +93,56 @@ def test_family_train_options_need_a_model_per_family_and_are_checked_up_front(t
                                           r"\.train\)"):
         run_loop(cfg.model_copy(update={"families": fams}), say=lambda s: None, html=False)
     assert not (tmp_path / "loop").exists()  # refused before the first search
+
+
+def test_train_seeds_need_a_model_per_family():
+    fams = [{"name": "g", "envs": ["gridmap"], "train_seeds": 2}]
+    with pytest.raises(ConfigError, match=r"families\.0\.train_seeds: read only with "
+                                          r"model_per_family"):
+        load_config(LoopConfig, "demo", [], presets="loop", base={"families": fams})
+
+
+def test_train_seeds_give_an_evaluation_per_model_and_every_row_the_same_episodes(
+        tmp_path, monkeypatch):
+    """A family with train_seeds 3: each model-using agent plays once per seed's model, the
+    baselines three times the repeats, and the report pools each row and shows it per model."""
+    played = []
+
+    def fake_evaluate(cfg, progress):   # an episode per task and repeat; the seed-2 model wins
+        played.append(cfg)
+        model = str(cfg.agent_options.get("model", ""))
+        tasks = Path(cfg.suite).read_text().splitlines()
+        rows = [{"key": f"{i}#{k}", "agent": cfg.agent_options.get("label", cfg.agent),
+                 "agent_kind": "learned", "outcome": {"success": model.endswith("-seed2")}}
+                for i in range(len(tasks)) for k in range(cfg.repeats)]
+        Path(cfg.out).mkdir(parents=True, exist_ok=True)
+        (Path(cfg.out) / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    monkeypatch.setattr("clew.loop.pipeline.evaluate", fake_evaluate)
+    cfg = load_config(LoopConfig, "cpu-experiment-oracle-free", ["limit_test=2"],
+                      base={"out": str(tmp_path / "loop")}, presets="loop")
+    assert [f.train_seeds for f in cfg.families] == [3, 1, 1, 3]   # grid map, ..., TextMiniGrid
+    loop = Loop(cfg, say=lambda s: None)
+    loop.open(resume=False)
+    loop.evaluate_all(None, cfg.baselines, {})
+    loop.evaluate_all(1, cfg.round_agents[:1], {f.name: ["el", "il"] for f in cfg.families})
+    runs = {str(Path(c.out).relative_to(tmp_path / "loop")): c for c in played}
+    models = tmp_path / "loop" / "round-1" / "models" / "gridmap"
+    for seed, tail in enumerate(("", "-seed1", "-seed2")):
+        c = runs[f"round-1/eval/el-distilled/gridmap{tail}"]
+        assert (c.agent_options["model"], c.repeats) == (f"hf:{models / ('el' + tail)}", 10)
+    assert runs["baselines/eval/random/gridmap"].repeats == 30   # as many as the three models
+    assert runs["baselines/eval/random/rooms"].repeats == 10
+    assert "round-1/eval/el-distilled/rooms-seed1" not in runs
+    rows = loop.rows()
+    assert [len(r) for _, r in rows["gridmap"]] == [1, 3]
+    assert [len(r) for _, r in rows["rooms"]] == [1, 1]
+    text = report(loop)
+    assert "r1 el-distilled by model seed (success): 0.000, 0.000, 1.000; across the 3 models " \
+           "0.333 ± 0.333" in text
+    rooms = text.split("## rooms")[1].split("## oracle-query")[0]
+    assert "by model seed" not in rooms                          # one model: no such line
+    assert "r1 el-distilled +0.333" in text                      # pooled: 20 of 60 episodes
 
 
 def test_standard_errors_apart():
@@ -220,6 +273,14 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
             run = json.loads((models / fam / kind / "clew_train.json").read_text())
             assert (run["config"]["envs"], run["config"]["sft"]["max_steps"]) == (envs, steps)
             assert run["config"]["model"].endswith("models/tiny")     # one shared base model
+    # three models a kind on the grid map, trained alike but for the seed, each evaluated
+    for seed, tail in enumerate(("", "-seed1", "-seed2")):
+        run = json.loads((models / "gridmap" / f"el{tail}" / "clew_train.json").read_text())
+        assert (run["config"]["sft"]["seed"], run["config"]["output_dir"]) == (
+            seed, str(models / "gridmap" / f"el{tail}"))
+        assert (tmp_path / "x" / "round-1" / "eval" / "el-distilled" / f"gridmap{tail}" /
+                "episodes.jsonl").exists()
+    assert "r1 el-distilled by model seed (success): " in text
     # a family whose search gave no chats says so instead of showing rows
     for fam in ("rooms", "oracle-query"):
         assert (models / fam / "el").exists() or "trained no" in text, fam
