@@ -97,6 +97,24 @@ def test_greedy_takes_the_choice_of_highest_log_probability(lm, lively_model_dir
         assert c.text.endswith(answer_suffix(best))
 
 
+def test_a_context_met_again_is_scored_once_with_the_same_numbers(lm, monkeypatch):
+    """The samples of one request mostly share their context (the same free part): each
+    distinct context and choice list runs the model once, and every row gets its scores."""
+    a = lm.prompt_ids(chat(PROMPTS[0]))
+    b = lm.prompt_ids(chat(PROMPTS[1]))
+    alone = [lm.choice_logprobs([ctx], [CHOICES])[0] for ctx in (a, b)]
+    runs = []
+    forward = lm.model.forward
+    monkeypatch.setattr(lm.model, "forward", lambda *x, **k: runs.append(1) or forward(*x, **k))
+    rows = lm.choice_logprobs([a, b, a, a, b], [CHOICES] * 5)
+    assert rows == [alone[0], alone[1], alone[0], alone[0], alone[1]]
+    once = len(runs)
+    runs.clear()
+    lm.choice_logprobs([a], [CHOICES])
+    assert once == 2 * len(runs)     # two distinct contexts, not five
+    assert lm.choice_logprobs([a, a], [CHOICES, CHOICES[:2]])[1] == pytest.approx(alone[0][:2])
+
+
 def test_seeded_sampling_repeats_and_the_samples_are_drawn_from_all_choices(lm):
     first = [c.text for c in ask(lm, PROMPTS[0], n=4, temperature=1.0, seed=7, choices=CHOICES)]
     again = [c.text for c in ask(lm, PROMPTS[0], n=4, temperature=1.0, seed=7, choices=CHOICES)]

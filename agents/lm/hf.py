@@ -378,11 +378,17 @@ class HFModel(LocalTokenizerModel):
         closing fence, then the end of the turn (any EOS token). The context is run once and
         its KV cache repeated for its choices (an EL answer may have dozens of ``backtrack S<k>``
         choices after a 2k-token context); the continuations go right-padded in chunks of
-        ``max_batch_size``."""
+        ``max_batch_size``. A context met again with the same choices (the samples of a request
+        whose free parts are alike, as a one-turn policy's mostly are) is scored once."""
         eos = torch.tensor(sorted(self.eos_ids), device=self.device)
         pad = self.tokenizer.pad_token_id
         out: list[list[float]] = []
+        scored: dict[tuple, list[float]] = {}
         for ctx, cs in zip(contexts, choices):
+            key = (tuple(ctx), tuple(cs))
+            if key in scored:
+                out.append(list(scored[key]))
+                continue
             conts = [self.text_ids(c + FENCE) for c in cs]
             with torch.inference_mode():
                 head = self.model(input_ids=torch.tensor([ctx], device=self.device),
@@ -410,6 +416,7 @@ class HFModel(LocalTokenizerModel):
                                                         for j in range(1, len(cont)))
                     total += float(torch.logsumexp(logp[row, len(cont) - 1, eos], dim=0))
                     scores.append(total)
+            scored[key] = scores
             out.append(scores)
         return out
 
