@@ -48,6 +48,7 @@ from typing import Any, ClassVar, Literal
 import yaml
 from clew.agents.lm.tiny import build_tiny_model
 from clew.agents.window import ChatWindow
+from clew.envs.measures import mean_and_stderr
 from clew.envs.suites import resolve
 from clew.metrics.summary import aggregate, summary_table
 from clew.records import RunDir, atomic_write_json, atomic_write_text
@@ -193,11 +194,11 @@ class LoopConfig(BaseModel):
                                      f"{fam.name!r}")
                 seen[env] = fam.name
         for i, fam in enumerate(self.families):
-            for key, given in (("train", fam.train), ("train_seeds", fam.train_seeds > 1)):
+            for key, given, instead in (("train", fam.train, ": set the loop's train"),
+                                        ("train_seeds", fam.train_seeds > 1, "")):
                 if given and not self.model_per_family:
                     raise ValueError(f"families.{i}.{key}: read only with model_per_family: true "
-                                     "(otherwise one model learns every family: set the loop's "
-                                     "train)")
+                                     f"(otherwise one model learns every family{instead})")
             if fam.distill and not set(fam.distill) <= set(self.distill):
                 raise ValueError(f"families.{i}.distill: {fam.distill} names a kind the loop's "
                                  f"distill {self.distill} does not train data for")
@@ -604,8 +605,10 @@ def report(loop: Loop) -> str:
         lines += [cfg.note, ""]
     evaluated = loop.rows()
     for fam in cfg.families:
-        rows = [(name, aggregate([e for run in runs for e in RunDir(run).episodes()]))
-                for name, runs in evaluated[fam.name]]
+        played = [(name, [RunDir(run).episodes() for run in runs])
+                  for name, runs in evaluated[fam.name]]
+        rows = [(name, aggregate([e for episodes in per_run for e in episodes]))
+                for name, per_run in played]
         cap = (f"at most {fam.max_episode_steps} actions" if fam.max_episode_steps
                else "the env's own budget")
         lines.append(f"## {fam.name}  ({', '.join(fam.envs)}; {cap} per episode)\n")
@@ -623,7 +626,7 @@ def report(loop: Loop) -> str:
         if rows:
             lines.append(summary_table(rows))
             lines += against_random(rows)
-            lines += by_seed(evaluated[fam.name])
+            lines += by_seed(played)
     seconds: dict[str, float] = {}
     for key, entry in loop.state["done"].items():
         kind = key.split("/")[1] if key.startswith(("r", "baselines")) else key
@@ -672,20 +675,25 @@ def seeded(seed: int) -> str:
     return f"-seed{seed}" if seed else ""
 
 
-def by_seed(rows: list[tuple[str, list[Path]]]) -> list[str]:
-    """One line per agent that played with several seeds' models: its headline number per model
-    and their mean ± the standard error across models (the row above pools the episodes, so its
-    standard error leaves out how much the models differ)."""
+def headline(agg: dict[str, Any]) -> str:
+    """The number a family's table is read by: success where the family defines it, else
+    normalised reward."""
+    return "success" if math.isfinite(agg["mean"].get("success", math.nan)) else \
+        "normalized_reward"
+
+
+def by_seed(played: list[tuple[str, list[list[dict[str, Any]]]]]) -> list[str]:
+    """One line per agent that played with several seeds' models (its episodes per model): its
+    headline number per model and their mean ± the standard error across models (the row above
+    pools the episodes, so its standard error leaves out how much the models differ)."""
     lines = []
-    for name, runs in rows:
-        if len(runs) < 2:
+    for name, per_run in played:
+        if len(per_run) < 2:
             continue
-        aggs = [aggregate(RunDir(run).episodes()) for run in runs]
-        key = "success" if math.isfinite(aggs[0]["mean"].get("success", math.nan)) else \
-            "normalized_reward"
+        aggs = [aggregate(episodes) for episodes in per_run]
+        key = headline(aggs[0])
         values = [a["mean"].get(key, math.nan) for a in aggs]
-        mean = sum(values) / len(values)
-        spread = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values))
+        mean, spread, _ = mean_and_stderr(values)
         lines.append(f"{name} by model seed ({key}): "
                      + ", ".join(f"{v:.3f}" for v in values)
                      + f"; across the {len(values)} models {mean:.3f} ± {spread:.3f}\n")
@@ -698,8 +706,7 @@ def against_random(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
     base = dict(rows).get("random")
     if base is None:
         return []
-    key = "success" if math.isfinite(base["mean"].get("success", math.nan)) else \
-        "normalized_reward"
+    key = headline(base)
     parts = []
     for name, agg in rows:
         if name != "random":
