@@ -371,8 +371,6 @@ class Loop:
         """Play ``fam``'s ``split`` tasks with ``spec`` into ``run``; test tasks ``times`` times
         their repeats (an agent with no model of a family with ``train_seeds``)."""
         options = spec.agent_options
-        if spec is self.cfg.search or spec is self.cfg.next_search:
-            options = deep_merge(options, fam.search_options)
         options = {"label": spec.label, **options} if spec.agent != "random" else options
         window = fam.window or self.data_window
         if window:  # the model answers on the context it was trained on
@@ -398,7 +396,9 @@ class Loop:
         spec = cfg.search if r == 1 or cfg.next_search is None else cfg.next_search
         runs = []
         for fam in cfg.families:
-            this = spec
+            # the family's settings go to every round's search (before placeholders are filled)
+            this = spec.model_copy(update={"agent_options": deep_merge(spec.agent_options,
+                                                                       fam.search_options)})
             if r > 1:
                 models = self.models(r - 1, fam)
                 missing = [k for k, path in models.items()
@@ -408,8 +408,8 @@ class Loop:
                     raise ConfigError(f"next_search: round {r} searches {fam.name} with the "
                                       f"{'/'.join(missing)} model of round {r - 1}, which was not "
                                       "trained (no samples: see its data/export_report.json)")
-                this = spec.model_copy(update={"agent_options": fill(
-                    spec.agent_options, models | {"out": str(self.out)})})
+                this = this.model_copy(update={"agent_options": fill(
+                    this.agent_options, models | {"out": str(self.out)})})
             run = self.out / f"round-{r}" / "search" / fam.name
             runs.append(self.stage(f"r{r}/search/{fam.name}",
                                    f"round {r} search: {spec.label} on {fam.name} (train)",

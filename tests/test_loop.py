@@ -228,8 +228,10 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path, per_family)
     cfg = cfg.model_copy(update={"next_search": AgentSpec(**nxt), "baselines": [],
                                  "families": [f for f in cfg.families
                                               if f.name in ("gridmap", "textminigrid")]})
-    # round 1 searches with the oracle prior above, not the demo's grid-map walks
-    gridmap = cfg.families[0].model_copy(update={"search_options": {}})
+    # round 1 searches with the oracle prior above, not the demo's grid-map walks; the family's
+    # own search setting reaches both rounds' searches
+    gridmap = cfg.families[0].model_copy(update={"search_options": {"search": {
+        "max_depth_actions": 3}}})
     cfg = cfg.model_copy(update={"train_suite": "gridmap-mini:train",
                                  "test_suite": "gridmap-mini:test", "families": [gridmap]})
     run_loop(cfg, say=lambda s: None, html=False)
@@ -239,6 +241,11 @@ def test_expert_iteration_searches_with_the_previous_model(tmp_path, per_family)
     cfg_run = (tmp_path / "loop" / "round-2" / "search" / "gridmap" / "config.yaml").read_text()
     models = tmp_path / "loop" / "round-1" / "models"
     assert f"hf:{models / 'gridmap' / 'el' if per_family else models / 'el'}\n" in cfg_run
+    for r in (1, 2):
+        search = yaml.safe_load((tmp_path / "loop" / f"round-{r}" / "search" / "gridmap" /
+                                 "config.yaml").read_text())["agent_options"]["search"]
+        assert search["max_depth_actions"] == 3
+    assert search["n_simulations"] == 2 and search["branching_factor"] == 2  # next_search's own
 
 
 @pytest.mark.slow
