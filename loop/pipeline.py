@@ -96,7 +96,8 @@ class Family(BaseModel):
     train_repeats: int = Field(1, ge=1, description="search episodes per train task")
     test_repeats: int = Field(1, ge=1, description="episodes per test task and agent")
     search_options: dict[str, Any] = Field(
-        default_factory=dict, description="merged into the search agent's options here")
+        default_factory=dict, description="merged into every round's search agent's options "
+                                          "here (search and next_search)")
     env_options: dict[str, Any] = Field(
         default_factory=dict, description="the envs' options for every agent of this family "
                                           "(e.g. textminigrid prompt: obs, a shorter prompt)")
