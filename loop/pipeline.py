@@ -397,9 +397,8 @@ class Loop:
         spec = cfg.search if r == 1 or cfg.next_search is None else cfg.next_search
         runs = []
         for fam in cfg.families:
-            # the family's settings go to every round's search (before placeholders are filled)
-            this = spec.model_copy(update={"agent_options": deep_merge(spec.agent_options,
-                                                                       fam.search_options)})
+            # the family's settings go to every round's search
+            options = deep_merge(spec.agent_options, fam.search_options)
             if r > 1:
                 models = self.models(r - 1, fam)
                 missing = [k for k, path in models.items()
@@ -409,8 +408,8 @@ class Loop:
                     raise ConfigError(f"next_search: round {r} searches {fam.name} with the "
                                       f"{'/'.join(missing)} model of round {r - 1}, which was not "
                                       "trained (no samples: see its data/export_report.json)")
-                this = this.model_copy(update={"agent_options": fill(
-                    this.agent_options, models | {"out": str(self.out)})})
+                options = fill(options, models | {"out": str(self.out)})
+            this = spec.model_copy(update={"agent_options": options})
             run = self.out / f"round-{r}" / "search" / fam.name
             runs.append(self.stage(f"r{r}/search/{fam.name}",
                                    f"round {r} search: {spec.label} on {fam.name} (train)",
