@@ -74,7 +74,7 @@ from clew.agents.lm.calls import call
 from clew.agents.lm.spec import load_model
 from clew.agents.options import ACT_SAMPLING, DistilledPolicyOptions
 from clew.agents.parsing import ANSWER_PHRASE, answer_text, record
-from clew.agents.policy import LMPolicy, Proposal
+from clew.agents.policy import LMPolicy, Proposal, mix_uniform
 from clew.agents.prompts import labelled
 from clew.agents.seeds import derive_seed
 from clew.agents.window import ChatWindow, legacy_window
@@ -83,6 +83,7 @@ from clew.envs.trace import BACKTRACK_RE, parse_backtrack  # noqa: F401  (shared
 
 if TYPE_CHECKING:
     from clew.agents.prompts import Context
+    from clew.agents.usage import UsageByRole
 
 BACKTRACK_TURN = ("This branch is not leading toward the goal, so I will return to an earlier "
                   "state and try a different option.")
@@ -509,6 +510,14 @@ class DistilledPolicy(ModelFromOptions, LMPolicy):
         return fit_chat(self.lm, chat_at(ctx, self.format, self.options.window.trail),
                         self.sampling["max_tokens"],
                         self.options.window, self.options.context_tokens)
+
+    async def propose(self, ctx: Context, reflections: Sequence[dict] = (),
+                      usage: UsageByRole | None = None, n: int | None = None) -> list[Proposal]:
+        """The LM policy's proposals, then ``uniform_mix`` of the prior over the legal actions
+        (:func:`~clew.agents.policy.mix_uniform`)."""
+        props = await super().propose(ctx, reflections, usage, n)
+        legal = [str(a) for a in ctx.env.legal_actions()]
+        return mix_uniform(props, legal, self.options.uniform_mix, self.b, ctx.env)
 
     def parse(self, ctx: Context, text: str, finish_reason: str | None = None) -> Proposal:
         """One completion as a proposal; ``action`` None when it names no env action (a

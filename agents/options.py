@@ -97,7 +97,12 @@ class DistilledPolicyOptions(DistilledModelOptions):
     (:class:`clew.agents.distilled.DistilledPolicy`); ``n_samples`` completions per expansion,
     one request; priors from their frequencies as for the LM policy.
     Sampling defaults are the LM policy's (``temperature`` 1.0, ``top_p`` 0.95): diverse samples
-    give the priors. ``constrain``: every answer is one of the env's legal actions."""
+    give the priors. ``constrain``: every answer is one of the env's legal actions.
+    ``uniform_mix``: the share of the prior spread evenly over the env's legal actions, so a
+    learned prior worse than a uniform one cannot keep the search from the moves it never
+    names (:func:`clew.agents.policy.mix_uniform`; 0: the model's priors alone)."""
+
+    uniform_mix: float = Field(0.0, ge=0, le=1)
 
 
 class DistilledValueOptions(DistilledModelOptions):

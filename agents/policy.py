@@ -57,6 +57,30 @@ def merge_samples(samples: Sequence[Proposal], b: int) -> list[Proposal]:
     return kept
 
 
+def mix_uniform(props: Sequence[Proposal], legal: Sequence[str], share: float, b: int,
+                env) -> list[Proposal]:
+    """``props`` with ``share`` of the prior mass spread evenly over the ``legal`` actions:
+    prior (1 − share)·p + share/|legal|, a legal action no proposal named entering with
+    share/|legal| alone (its raw text the bare action, as the heuristic policy's); the top-b by
+    prior kept (ties: proposals first, then legal order) and renormalised. With share 0 or no
+    legal list, ``props`` unchanged (docs/methods/exploratory-learning.md#as-a-search-policy)."""
+    if not share or not legal:
+        return list(props)
+    even = share / len(legal)
+    mixed = {p.key: Proposal(p.action, p.key, p.raw, p.count, (1 - share) * p.prior, p.is_stop)
+             for p in props}
+    for a in legal:
+        key = env.canonical(a)
+        if key not in mixed:
+            mixed[key] = Proposal(a, key, a, 0, 0.0, bool(env.is_stop(a)))
+        mixed[key].prior += even
+    kept = sorted(mixed.values(), key=lambda p: -p.prior)[:b]   # sorted() is stable
+    total = sum(p.prior for p in kept)
+    for p in kept:
+        p.prior /= total
+    return kept
+
+
 class LMPolicy:
     """``propose(ctx) -> ranked proposals``; see the module docstring."""
 

@@ -13,6 +13,7 @@ import pytest
 from clew.agents.distilled import DistilledAgent, DistilledPolicy, chat_at
 from clew.agents.lm.fake import FakeLM
 from clew.agents.options import OptionsError
+from clew.agents.policy import Proposal, mix_uniform
 from clew.envs.suites import resolve
 from clew.records import RunDir
 from clew.runner.config import ConfigError, EvalConfig
@@ -27,9 +28,10 @@ def answers(*actions: str) -> str:
     return "fake:" + "|".join(f"Next action: ```{a}```" for a in actions)
 
 
-def run(tmp_path: Path, suite: str, model: str, **extra) -> RunDir:
+def run(tmp_path: Path, suite: str, model: str, uniform_mix: float = 0.0, **extra) -> RunDir:
     options = {"roles": "heuristic", "search": {"n_simulations": 6, "branching_factor": 3},
-               "distilled_policy": {"model": model, "n_samples": 4, "max_tokens": 32},
+               "distilled_policy": {"model": model, "n_samples": 4, "max_tokens": 32,
+                                    "uniform_mix": uniform_mix},
                "label": "mcts-distilled"}
     cfg = EvalConfig(agent="mcts", suite=suite, out=str(tmp_path / "run"), limit=1,
                      max_steps=3, agent_options=options, **extra)
@@ -73,6 +75,48 @@ def test_mcts_with_distilled_policy_and_heuristic_value_through_clew_eval(tmp_pa
             assert [e["prior"] for e in edges] == pytest.approx([2 / 3, 1 / 3])
             assert all(e["raw"].startswith("Next action: ```") for e in edges)
     assert expanded >= 3
+
+
+class _Moves:
+    """The two env methods :func:`mix_uniform` reads."""
+
+    def canonical(self, a: str) -> str:
+        return a.lower()
+
+    def is_stop(self, a: str) -> bool:
+        return False
+
+
+def test_mix_uniform_spreads_its_share_over_the_legal_moves():
+    props = [Proposal("right", "right", "Next action: ```right```", 2, 2 / 3),
+             Proposal("down", "down", "Next action: ```down```", 1, 1 / 3)]
+    legal = ["up", "down", "left", "right"]
+    out = mix_uniform(props, legal, 0.5, 3, _Moves())
+    # right 1/3 + 1/8, down 1/6 + 1/8, up and left 1/8 each: up wins the tie (legal order)
+    assert [p.action for p in out] == ["right", "down", "up"]
+    assert [p.prior for p in out] == pytest.approx([11 / 21, 7 / 21, 3 / 21])
+    assert out[2].raw == "up" and out[2].count == 0 and out[0].raw == props[0].raw
+    assert [p.prior for p in props] == pytest.approx([2 / 3, 1 / 3])   # inputs untouched
+    # share 0, or an env with no legal list (the oracle-query tasks): the model's priors alone
+    for share, moves in ((0.0, legal), (0.5, [])):
+        assert [(p.action, p.prior) for p in mix_uniform(props, moves, share, 3, _Moves())] == \
+            [(p.action, p.prior) for p in props]
+    # nothing parsed: the legal moves alone, evenly
+    assert [(p.action, p.prior) for p in mix_uniform([], legal, 0.5, 2, _Moves())] == \
+        [("up", 0.5), ("down", 0.5)]
+
+
+def test_uniform_mix_gives_the_search_a_move_the_model_never_names(tmp_path):
+    model = answers("right", "right", "down", "backtrack S0")
+    names = set()
+    for mix in (0.0, 0.5):
+        run_dir = run(tmp_path / str(mix), "gridmap-mini:test", model, uniform_mix=mix)
+        root = trees(run_dir)[0]
+        edges = [root["edges"][e] for e in root["nodes"][0]["edges"]]
+        assert sum(e["prior"] for e in edges) == pytest.approx(1.0)
+        assert [e["action"] for e in edges][:2] == ["right", "down"]
+        names.add(frozenset(e["action"] for e in edges) - {"right", "down"})
+    assert len(names) == 2 and frozenset() in names     # only the mix adds a move
 
 
 def test_policy_chat_two_steps_deep_is_the_distilled_agents_chat_after_those_steps():
@@ -130,6 +174,7 @@ def test_chat_shows_a_rejected_action_as_the_invalid_turn():
     ({"distilled_policy": "fake:x", "model": "fake:y", "role_models": {"policy": "fake:z"}},
      "role_models.policy"),
     ({"distilled_policy": "fake:x", "reflection": {}}, "reflection.policy.enabled"),
+    ({"distilled_policy": {"model": "fake:x", "uniform_mix": 1.5}}, "distilled_policy.uniform_mix"),
 ])
 def test_a_bad_option_is_one_error_naming_it(options, named):
     with pytest.raises(OptionsError) as err:
