@@ -98,11 +98,16 @@ class DistilledValue(ModelFromOptions):
             return ValueRecord(v=from_unit(outcome, self.scale), kind="learned",
                                samples=[(None, f"The episode ended, worth {outcome:.2f}.")],
                                info={"terminal": True})
-        sampling = Sampling(n=self.n, seed=derive_seed(ctx.seed, "value"),
+        return await self.grade_chat(self.messages(ctx), derive_seed(ctx.seed, "value"), usage)
+
+    async def grade_chat(self, messages: list[dict[str, Any]], seed: int,
+                         usage: UsageByRole | None = None) -> ValueRecord:
+        """The value of the state a chat ends on (:meth:`evaluate` past the ended-episode case;
+        also how a values row's ``prompt`` is graded offline)."""
+        sampling = Sampling(n=self.n, seed=seed,
                             choices=list(GRADES) if self.options.constrain else None,
                             answer_phrase=VALUE_PHRASE, **self.sampling)
-        comps = await value_call(self.lm, ChatRequest(self.messages(ctx), sampling, role="value"),
-                                 usage)
+        comps = await value_call(self.lm, ChatRequest(messages, sampling, role="value"), usage)
         read = [parse_estimate(c.text, c.finish_reason) for c in comps]
         record(usage, "value", self.lm.spec, [(x is not None, c.text)
                                               for x, c in zip(read, comps)])

@@ -30,7 +30,15 @@ from clew.runner.evaluate import evaluate
 from clew.runner.registry import build_agent
 from clew.search.tree import load_tree_dict
 from clew.training.datasets import DataConfig, build_datasets
-from clew.training.preferences import NO_ORACLE_FLAG, NO_TARGET, READ_ORACLE, value_sft_rows
+from clew.training.preferences import (
+    NO_ORACLE_FLAG,
+    NO_OUTCOME,
+    NO_TARGET,
+    NOT_EXECUTED,
+    READ_ORACLE,
+    value_sft_rows,
+    value_target,
+)
 
 
 # --- grades ------------------------------------------------------------------------------------
@@ -88,6 +96,23 @@ def test_value_sft_rows_grade_the_searchs_estimate_and_leave_out_oracle_trees():
         ("value", "value_sft", 2, 5)
     by_v, _ = value_sft_rows([_value_row()], target="v")
     assert by_v[0]["target"] == 0.3 and by_v[0]["messages"][-1]["content"].endswith("```0.3```")
+
+
+def test_outcome_targets_grade_executed_states_by_how_the_episode_ended():
+    rows, skipped = value_sft_rows([
+        _value_row(depth=0, success=True, steps_left=3),
+        _value_row(depth=0, success=False, steps_left=1),
+        _value_row(depth=0, success=None, steps_left=2),    # rooms: no success to end on
+        _value_row(success=True, steps_left=None),          # a simulated state, off the path
+        _value_row(depth=0, success=True, steps_left=2, uses_oracle=True),
+    ], target="outcome", discount=0.9)
+    assert [r["target"] for r in rows] == pytest.approx([0.9 ** 3, 0.0])
+    assert [r["messages"][-1]["content"] for r in rows] == ["Value estimate: ```0.7```",
+                                                            "Value estimate: ```0.0```"]
+    assert dict(skipped) == {NO_OUTCOME: 1, NOT_EXECUTED: 1, READ_ORACLE: 1}
+    assert value_target(_value_row(success=True, steps_left=0), "outcome") == 1.0
+    with pytest.raises(ValueError, match="value_target must be one of q, v, outcome"):
+        value_target(_value_row(), "return")
 
 
 # --- the role --------------------------------------------------------------------------------

@@ -101,6 +101,18 @@ def test_value_targets_hold_v_q_and_visits(searched):
         else:
             assert v["visits"] == sum(tree["edges"][i]["n"] for i in node["edges"])
             assert v["q"] is not None and math.isfinite(v["q"])
+    # hindsight, for value_target outcome: how each episode ended, and the steps a root had left
+    records = {r["key"]: r for r in _lines(searched / "run" / "episodes.jsonl")}
+    roots = 0
+    for v in values:
+        record = records[v["episode"]]
+        assert v["success"] == record["outcome"]["success"]
+        if v["depth"] == 0:
+            roots += 1
+            assert v["steps_left"] == len(record["steps"]) - v["t"] > 0
+        else:
+            assert v["steps_left"] is None
+    assert roots == sum(len(r["steps"]) for r in records.values())
 
 
 def test_pair_and_dpo_options_are_checked():

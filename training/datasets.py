@@ -13,7 +13,8 @@ objects with a ``messages`` column in chat format plus metadata columns:
   and value targets from every episode's trees (:mod:`clew.training.preferences`,
   docs/methods/exploratory-learning.md#preference-pairs-and-dpo); their own columns, one JSONL
   shape;
-* ``value_sft``: chats that train a value model on the search's own estimates (not built unless
+* ``value_sft``: chats that train a value model on the search's own estimates, or on how the
+  episode ended (``value_target``; not built unless
   asked for; :func:`clew.training.preferences.value_sft_rows`,
   docs/methods/exploratory-learning.md#learned-value), chat columns plus ``target``, ``node``,
   ``depth``; the rows left out are counted by reason in the report's ``value_sft_skipped``.
@@ -123,9 +124,12 @@ class DataConfig(BaseModel):
                                description="least Q gap of a pair, on the unit value scale")
     pair_min_visits: int = Field(2, ge=1, description="least visits of each edge of a pair")
     value_min_visits: int = Field(1, ge=1, description="least visits behind a value row's q")
-    value_target: Literal["q", "v"] = Field(
-        "q", description="what value_sft grades: q (the backed-up mean, else v) or v (the value "
-                         "function's estimate)")
+    value_target: Literal["q", "v", "outcome"] = Field(
+        "q", description="what value_sft grades: q (the backed-up mean, else v), v (the value "
+                         "function's estimate) or outcome (an executed state's discounted "
+                         "success, in hindsight)")
+    value_discount: float = Field(0.95, gt=0, le=1,
+                                  description="per step left, for value_target outcome")
     formats: list[Literal["chat", "openai", "prompt_completion", "context_response"]] = Field(
         default_factory=lambda: ["chat"])
     allow_empty: bool = Field(False, description="an empty subset is not an error")
@@ -182,6 +186,8 @@ class DataConfig(BaseModel):
                if getattr(self, k) == v}
         if VALUE_SUBSET not in self.subsets and self.value_target == "q":
             old.add("value_target")
+        if self.value_target != "outcome" and self.value_discount == 0.95:
+            old.add("value_discount")
         dump = self.model_dump(exclude={"out", "allow_empty", *old})
         for window in (dump["window"], *dump.get("env_window", {}).values()):
             if not window["trail"]:
@@ -364,7 +370,8 @@ def build_datasets(cfg: DataConfig, progress: bool = False) -> tuple[dict[str, A
         if name in cfg.subsets:
             datasets[name] = Dataset.from_list(tree_rows[name])
     if VALUE_SUBSET in cfg.subsets:
-        value_rows, value_skipped = value_sft_rows(tree_rows["values"], cfg.value_target)
+        value_rows, value_skipped = value_sft_rows(tree_rows["values"], cfg.value_target,
+                                                     cfg.value_discount)
         datasets[VALUE_SUBSET] = Dataset.from_list(value_rows, features=value_features()) \
             if value_rows else Dataset.from_dict({k: [] for k in value_features()},
                                                  features=value_features())

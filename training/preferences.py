@@ -15,13 +15,18 @@ into two datasets:
   (the value function's estimate on the unit scale; ``None`` when every sample was unreadable:
   such a node is kept and counted, never written as 0), ``q`` and ``visits`` (the incoming edge's
   backed-up mean and visit count; the root's ``q`` is the visit-weighted mean of its edges),
-  ``uses_oracle`` (the tree's ``meta``).
+  ``uses_oracle`` (the tree's ``meta``), ``success`` (the episode's) and ``steps_left`` (the real
+  steps after a root, None below it).
 
 A third, **value_sft** (:func:`value_sft_rows`), turns the value rows into chats that train a value
 model (docs/methods/exploratory-learning.md#learned-value): the ``prompt`` and one assistant turn,
 the grade of the row's target (:func:`clew.agents.distilled_value.grade_answer`). The target is
 the search's own estimate, ``q`` (the backed-up mean: the value function's estimates of the
-node's subtree), else ``v`` where ``q`` is unknown, or ``v`` alone (``value_target``). Rows from
+node's subtree), else ``v`` where ``q`` is unknown, or ``v`` alone, or ``outcome``: in hindsight,
+for an executed state (a tree's root), what the episode's ending made of it, γ^k on success and 0
+otherwise, k the steps it had left (``value_discount`` γ; AlphaZero's value target). ``outcome``
+needs an env whose episodes end on success (the record's ``outcome.success``); the rest is left
+out and counted, as are the states off the executed path (``value_target``). Rows from
 a tree whose search read the oracle (its ``meta.uses_oracle``) are left out and counted: a model
 trained on them would carry the oracle into every search that uses it.
 
@@ -123,6 +128,7 @@ def tree_rows(record: dict[str, Any], t: int, tree: Tree, make_env, opt: PairOpt
     scale = str(tree.meta.get("value_scale") or "unit")
     task = Task.from_dict(record["task"])
     prefix = il_turns(record)[:t]
+    success = (record.get("outcome") or {}).get("success")
     for node in tree.nodes:
         pairs = node_pairs(node, scale, opt)
         value = _value_row(node, scale, opt)
@@ -150,7 +156,11 @@ def tree_rows(record: dict[str, Any], t: int, tree: Tree, make_env, opt: PairOpt
         where = {**meta, "t": t, "node": node.node_id, "depth": node.depth,
                  "uses_oracle": tree.meta.get("uses_oracle")}
         if value is not None:
-            out.values.append({"prompt": prompt, **value, **where})
+            # what hindsight knows of an executed state: how the episode ended, and when
+            executed = node.incoming is None
+            out.values.append({"prompt": prompt, **value, **where, "success": success,
+                               "steps_left": len(record.get("steps") or []) - t if executed
+                               else None})
             out.counts["value_unknown"] += int(value["value_unknown"])
         for chosen, rejected in pairs:
             out.pairs.append({
@@ -180,23 +190,31 @@ def episode_rows(record: dict[str, Any], trees: dict[int, Tree], make_env, opt: 
     return out
 
 
-VALUE_TARGETS = ("q", "v")
+VALUE_TARGETS = ("q", "v", "outcome")
 #: why a value row gives no value_sft chat
 READ_ORACLE = "the search read the oracle (tree meta uses_oracle: true)"
 NO_ORACLE_FLAG = "the tree does not record whether its search read the oracle"
 NO_TARGET = "no target (value unknown and no visited incoming edge)"
+NOT_EXECUTED = "not an executed state (value_target outcome grades the trees' roots)"
+NO_OUTCOME = "the episode does not end on success (value_target outcome)"
 
 
-def value_target(row: dict[str, Any], target: str = "q") -> float | None:
-    """The unit-scale target of a value row: ``q``, else ``v`` (``target="q"``), or ``v``."""
+def value_target(row: dict[str, Any], target: str = "q", discount: float = 0.95
+                 ) -> float | None:
+    """The unit-scale target of a value row: ``q``, else ``v`` (``target="q"``), ``v``, or
+    ``outcome`` (γ^k on success, else 0, k the steps left; None off the executed path)."""
     if target not in VALUE_TARGETS:
         raise ValueError(f"value_target must be one of {', '.join(VALUE_TARGETS)}, got {target!r}")
+    if target == "outcome":
+        if row.get("steps_left") is None or row.get("success") is None:
+            return None
+        return discount ** int(row["steps_left"]) if row["success"] else 0.0
     if target == "q" and row.get("q") is not None:
         return float(row["q"])
     return None if row.get("v") is None else float(row["v"])
 
 
-def value_sft_rows(values: list[dict[str, Any]], target: str = "q"
+def value_sft_rows(values: list[dict[str, Any]], target: str = "q", discount: float = 0.95
                    ) -> tuple[list[dict[str, Any]], Counter]:
     """``value_sft`` chats from ``values`` rows (see the module docstring), and the rows left
     out, counted by reason. Columns: ``messages`` (the prompt's assistant turns weight 0, the
@@ -208,9 +226,10 @@ def value_sft_rows(values: list[dict[str, Any]], target: str = "q"
         if oracle is not False:
             skipped[READ_ORACLE if oracle else NO_ORACLE_FLAG] += 1
             continue
-        y = value_target(row, target)
+        y = value_target(row, target, discount)
         if y is None:
-            skipped[NO_TARGET] += 1
+            skipped[NO_TARGET if target != "outcome" else
+                    NOT_EXECUTED if row.get("steps_left") is None else NO_OUTCOME] += 1
             continue
         messages = [{"role": m["role"], "content": m["content"],
                      "weight": 0 if m["role"] == "assistant" else None} for m in row["prompt"]]

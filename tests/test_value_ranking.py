@@ -1,0 +1,55 @@
+"""The join, grading and statistics of benchmarks/value_ranking.py, with scripted value models
+(docs/methods/exploratory-learning.md#learned-value)."""
+
+import asyncio
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def ranking():
+    spec = importlib.util.spec_from_file_location("value_ranking",
+                                                  ROOT / "benchmarks" / "value_ranking.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.pop(spec.name, None)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_nodes_join_their_prompts_and_the_grades_rank_them(ranking, tmp_path):
+    run = tmp_path / "run"
+    _write(run / "diagnose" / "nodes.jsonl", [
+        {"row": "value", "episode": "e#0", "t": 0, "node": n, "progress": p, "value": 0.5}
+        for n, p in enumerate([0.1, 0.5, 0.9])] + [
+        {"row": "policy", "episode": "e#0", "t": 0, "node": 0},
+        {"row": "value", "episode": "e#0", "t": 1, "node": 0, "progress": None, "value": 0.2}])
+    prompt = [{"role": "user", "content": "where am I"}]
+    _write(tmp_path / "values.jsonl", [
+        {"episode": "e#0", "t": 0, "node": n, "prompt": prompt} for n in (2, 0, 1, 7)] + [
+        {"episode": "e#0", "t": 1, "node": 0, "prompt": prompt}])
+    rows = ranking.joined(run, tmp_path / "values.jsonl")
+    # node 7 has no diagnosis, (t 1, node 0) no ground truth: both left out, file order kept
+    assert [r["progress"] for r in rows] == [0.9, 0.1, 0.5]
+    # a scripted model answers one grade per request, in order: it ranks the three nodes right
+    model = "fake:" + "|".join(f"Value estimate: ```{g}```" for g in ("0.8", "0.2", "0.4"))
+    graded = asyncio.run(ranking.grade_all(model, rows, n_samples=1, seed=0))
+    assert graded == pytest.approx([0.8, 0.2, 0.4])
+    good = ranking.stats("m", graded, [r["progress"] for r in rows])
+    assert good["spearman"] == pytest.approx(1.0) and good["nodes"] == 3
+    assert good["mae"] == pytest.approx((0.1 + 0.1 + 0.1) / 3) and good["distinct"] == 3
+    # the run's own constant value does not rank; an unreadable grade is counted, not zero
+    flat = ranking.stats("run", [r["run_value"] for r in rows], [r["progress"] for r in rows])
+    assert flat["distinct"] == 1 and flat["pearson"] is None
+    partial = ranking.stats("m", [0.8, None, 0.4], [0.9, 0.1, 0.5])
+    assert (partial["nodes"], partial["unknown"]) == (2, 1)
