@@ -6,8 +6,12 @@ model given: the nodes of a diagnosed run (``RUN/diagnose/nodes.jsonl``: ground-
 ``progress`` per node) joined with their prompts (``clew data RUN 'subsets=[values]'`` with the
 window the models were trained on: ``values.jsonl``), a seeded sample of ``--nodes`` of them,
 each graded as a search would (:meth:`clew.agents.distilled_value.DistilledValue.grade_chat`).
-One JSON line per model: Spearman and Pearson against progress, MAE, the share of distinct
-grades, the number of nodes; a first line with the run's own value on the same nodes.
+The sample takes whole trees (seeded order) until it holds ``--nodes``, because a search compares
+the states of one tree: ``spearman_within`` is the mean Spearman over the sampled trees whose
+nodes differ in progress, beside the Spearman over all nodes (which also rewards telling an
+early state of an episode from a late one). One JSON line per model: both Spearmans, Pearson,
+MAE, the number of distinct grades and of nodes; a first line with the run's own value on the
+same nodes.
 
   python benchmarks/value_ranking.py --run RUN --values DATA/values.jsonl \\
       --model hf:runs/value/a --model hf:runs/value/b [--nodes 600] [--seed 0]
@@ -38,16 +42,40 @@ def joined(run: Path, values: Path) -> list[dict]:
         node = truth.get((row["episode"], row["t"], row["node"]))
         if node is not None and node.get("progress") is not None:
             out.append({"prompt": row["prompt"], "progress": node["progress"],
-                        "run_value": node.get("value")})
+                        "run_value": node.get("value"), "tree": (row["episode"], row["t"])})
     return out
 
 
-def stats(name: str, values: list[float | None], progress: list[float]) -> dict:
-    pairs = [(v, p) for v, p in zip(values, progress) if v is not None]
-    v, p = (np.array(x, dtype=float) for x in zip(*pairs)) if pairs else (np.array([]),) * 2
+def sample_trees(rows: list[dict], nodes: int, seed: int) -> list[dict]:
+    """Whole trees, in a seeded order, until ``nodes`` rows are taken."""
+    trees: dict[tuple, list[dict]] = {}
+    for row in rows:
+        trees.setdefault(tuple(row["tree"]), []).append(row)
+    order = sorted(trees)
+    random.Random(seed).shuffle(order)
+    out: list[dict] = []
+    for key in order:
+        if len(out) >= nodes:
+            break
+        out += trees[key]
+    return out
+
+
+def stats(name: str, values: list[float | None], progress: list[float],
+          trees: list | None = None) -> dict:
+    trees = trees or [0] * len(values)
+    kept = [(v, p, t) for v, p, t in zip(values, progress, trees) if v is not None]
+    v, p = (np.array([k[i] for k in kept], dtype=float) for i in (0, 1))
     pearson = float(np.corrcoef(v, p)[0, 1]) if len(v) > 2 and v.std() and p.std() else None
-    return {"value": name, "nodes": len(pairs), "unknown": len(values) - len(pairs),
-            "spearman": spearman(list(v), list(p)), "pearson": pearson,
+    by_tree: dict = {}
+    for x, y, t in kept:
+        by_tree.setdefault(t, []).append((x, y))
+    within = [spearman([x for x, _ in pts], [y for _, y in pts]) for pts in by_tree.values()]
+    within = [w for w in within if not np.isnan(w)]
+    return {"value": name, "nodes": len(kept), "unknown": len(values) - len(kept),
+            "spearman": spearman(list(v), list(p)),
+            "spearman_within": float(np.mean(within)) if within else None,
+            "trees": len(within), "pearson": pearson,
             "mae": float(np.abs(v - p).mean()) if len(v) else None,
             "distinct": len(set(np.round(v, 3)))}
 
@@ -74,12 +102,13 @@ def main() -> None:
     if not rows:
         raise SystemExit(f"error: no node of {args.run}/diagnose/nodes.jsonl has a row in "
                          f"{args.values}")
-    rows = random.Random(args.seed).sample(rows, min(args.nodes, len(rows)))
-    progress = [r["progress"] for r in rows]
-    print(json.dumps(stats(f"{args.run} (its own)", [r["run_value"] for r in rows], progress)))
+    rows = sample_trees(rows, args.nodes, args.seed)
+    progress, trees = [r["progress"] for r in rows], [r["tree"] for r in rows]
+    print(json.dumps(stats(f"{args.run} (its own)", [r["run_value"] for r in rows], progress,
+                           trees)))
     for model in args.model:
         graded = asyncio.run(grade_all(model, rows, args.samples, args.seed))
-        print(json.dumps(stats(model, graded, progress)))
+        print(json.dumps(stats(model, graded, progress, trees)))
 
 
 if __name__ == "__main__":

@@ -53,3 +53,17 @@ def test_nodes_join_their_prompts_and_the_grades_rank_them(ranking, tmp_path):
     assert flat["distinct"] == 1 and flat["pearson"] is None
     partial = ranking.stats("m", [0.8, None, 0.4], [0.9, 0.1, 0.5])
     assert (partial["nodes"], partial["unknown"]) == (2, 1)
+
+
+def test_trees_are_sampled_whole_and_ranked_one_by_one(ranking):
+    rows = [{"tree": (f"e#{i % 4}", 0), "progress": i / 12} for i in range(12)]
+    taken = ranking.sample_trees(rows, nodes=5, seed=0)
+    trees = {r["tree"] for r in taken}
+    assert len(taken) == 6 and len(trees) == 2          # whole trees of three, until five
+    assert taken == ranking.sample_trees(rows, nodes=5, seed=0)
+    # one tree ranked right, one upside down: right over all nodes, level within the trees
+    progress = [0.1, 0.2, 0.3, 0.7, 0.8, 0.9]
+    values = [0.1, 0.2, 0.3, 0.9, 0.8, 0.7]
+    s = ranking.stats("m", values, progress, [("a", 0)] * 3 + [("b", 0)] * 3)
+    assert s["spearman_within"] == pytest.approx(0.0) and s["trees"] == 2
+    assert s["spearman"] > 0.7
