@@ -97,7 +97,7 @@ def test_mix_uniform_spreads_its_share_over_the_legal_moves():
     assert [p.prior for p in out] == pytest.approx([11 / 21, 7 / 21, 3 / 21])
     assert out[2].raw == "up" and out[2].count == 0 and out[0].raw == props[0].raw
     assert [p.prior for p in props] == pytest.approx([2 / 3, 1 / 3])   # inputs untouched
-    # share 0, or an env with no legal list (the oracle-query tasks): the model's priors alone
+    # share 0, or an env with no legal list (HillSearch, MaxSatSearch): the model's priors alone
     for share, moves in ((0.0, legal), (0.5, [])):
         assert [(p.action, p.prior) for p in mix_uniform(props, moves, share, 3, _Moves())] == \
             [(p.action, p.prior) for p in props]
