@@ -516,6 +516,8 @@ class DistilledPolicy(ModelFromOptions, LMPolicy):
         """The LM policy's proposals, then ``uniform_mix`` of the prior over the legal actions
         (:func:`~clew.agents.policy.mix_uniform`)."""
         props = await super().propose(ctx, reflections, usage, n)
+        if not self.options.uniform_mix:      # off by default: no legal list to build
+            return props
         legal = [str(a) for a in ctx.env.legal_actions()]
         return mix_uniform(props, legal, self.options.uniform_mix, self.b, ctx.env)
 

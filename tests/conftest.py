@@ -6,8 +6,10 @@ peft and the LM layer's deps only.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,17 @@ def lora_maker():
 def lively_lora_dir(lively_model_dir, tmp_path_factory) -> Path:
     """A LoRA adapter (rank 8, attention projections) for ``lively_model_dir``."""
     return make_lora(lively_model_dir, tmp_path_factory.mktemp("lively-lora"))
+
+
+@pytest.fixture(scope="session")
+def load_benchmark():
+    """``load(name)``: the script ``benchmarks/<name>.py`` as a fresh module (benchmarks/ is no
+    package, so it is loaded by path)."""
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules.pop(name, None)
+        spec.loader.exec_module(module)
+        return module
+    return load

@@ -1,26 +1,17 @@
 """The observation rules and the chat-turn reading of benchmarks/distill_reads.py (the probe
 itself needs a trained model; docs/results.md#why-grid-maps-and-rooms-stayed-at-random-round-2)."""
 
-import importlib.util
 import json
 import random
 import sys
-from pathlib import Path
 
 import pytest
 from clew.envs.suites import get_suite
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def reads():
-    spec = importlib.util.spec_from_file_location("distill_reads",
-                                                  ROOT / "benchmarks" / "distill_reads.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.pop(spec.name, None)
-    spec.loader.exec_module(module)
-    return module
+def reads(load_benchmark):
+    return load_benchmark("distill_reads")
 
 
 def test_the_rules(reads):

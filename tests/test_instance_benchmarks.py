@@ -1,21 +1,10 @@
 """The issue-13 measurement scripts run end to end on a tiny scale (their figures are in docs)."""
 
-import importlib.util
 import json
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_baselines_table_with_published_rows(tmp_path, capsys):
-    bench = load("baselines_003")
+def test_baselines_table_with_published_rows(load_benchmark, tmp_path, capsys):
+    bench = load_benchmark("baselines_003")
     published = tmp_path / "rows.json"
     published.write_text(json.dumps({"paper-003-main/H-E3/N36": [0.5, 0.01],
                                      "paper-003-main/M-main/N48": [0.0, None]}))
@@ -35,13 +24,13 @@ def test_baselines_table_with_published_rows(tmp_path, capsys):
     assert "| paper-003-main | Hill | H-E3 | 36 | 2 |" in text and "within SE" in text
 
 
-def test_baselines_bad_suite_is_one_error_line(capsys):
-    assert load("baselines_003").main(["--suites", "mian"]) == 2
+def test_baselines_bad_suite_is_one_error_line(load_benchmark, capsys):
+    assert load_benchmark("baselines_003").main(["--suites", "mian"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown suite(s) mian")
 
 
-def test_instance_stats_gridmap_part(tmp_path, capsys):
-    bench = load("instances_stats")
+def test_instance_stats_gridmap_part(load_benchmark, tmp_path, capsys):
+    bench = load_benchmark("instances_stats")
     table = tmp_path / "s.md"
     assert bench.main(["--part", "gridmap", "--seeds", "3", "--table", str(table)]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:-1]
@@ -51,17 +40,17 @@ def test_instance_stats_gridmap_part(tmp_path, capsys):
     assert "| v2 | high | hard | 9x9 |" in table.read_text()
 
 
-def test_baselines_leave_the_metric_registry_as_it_was():
+def test_baselines_leave_the_metric_registry_as_it_was(load_benchmark):
     from clew.metrics import METRICS
 
     before = dict(METRICS)
-    load("baselines_003").main(["--suites", "main", "--runs-scale", "0.001", "--table",
+    load_benchmark("baselines_003").main(["--suites", "main", "--runs-scale", "0.001", "--table",
                                 "/dev/null"])
     assert METRICS == before
 
 
-def test_instance_stats_rooms_parts(tmp_path, capsys):
-    bench = load("instances_stats")
+def test_instance_stats_rooms_parts(load_benchmark, tmp_path, capsys):
+    bench = load_benchmark("instances_stats")
     table = tmp_path / "r.md"
     assert bench.main(["--part", "rooms-variants,rooms-typical", "--layouts", "1", "--runs",
                        "1", "--table", str(table)]) == 0

@@ -2,24 +2,15 @@
 (docs/methods/exploratory-learning.md#learned-value)."""
 
 import asyncio
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def ranking():
-    spec = importlib.util.spec_from_file_location("value_ranking",
-                                                  ROOT / "benchmarks" / "value_ranking.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.pop(spec.name, None)
-    spec.loader.exec_module(module)
-    return module
+def ranking(load_benchmark):
+    return load_benchmark("value_ranking")
 
 
 def _write(path: Path, rows: list[dict]) -> None:

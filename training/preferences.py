@@ -129,6 +129,7 @@ def tree_rows(record: dict[str, Any], t: int, tree: Tree, make_env, opt: PairOpt
     task = Task.from_dict(record["task"])
     prefix = il_turns(record)[:t]
     success = (record.get("outcome") or {}).get("success")
+    steps_left = len(record.get("steps") or []) - t     # after this tree's root
     for node in tree.nodes:
         pairs = node_pairs(node, scale, opt)
         value = _value_row(node, scale, opt)
@@ -156,11 +157,9 @@ def tree_rows(record: dict[str, Any], t: int, tree: Tree, make_env, opt: PairOpt
         where = {**meta, "t": t, "node": node.node_id, "depth": node.depth,
                  "uses_oracle": tree.meta.get("uses_oracle")}
         if value is not None:
-            # what hindsight knows of an executed state: how the episode ended, and when
-            executed = node.incoming is None
+            # what hindsight knows of an executed state (the root): how the episode ended, and when
             out.values.append({"prompt": prompt, **value, **where, "success": success,
-                               "steps_left": len(record.get("steps") or []) - t if executed
-                               else None})
+                               "steps_left": steps_left if node.incoming is None else None})
             out.counts["value_unknown"] += int(value["value_unknown"])
         for chosen, rejected in pairs:
             out.pairs.append({
