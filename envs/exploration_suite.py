@@ -144,6 +144,20 @@ def exploration_v1_wide() -> Suite:
                  f"exploration-v1 with {WIDE}x the train tasks (seeds 100..), the same test split")
 
 
+def exploration_v1_wide_test() -> Suite:
+    """``exploration-v1-wide-test``: exploration-v1's test split with ten times the tasks (10 per
+    grid-map, rooms, oracle-search and TextMiniGrid configuration from the test seeds 200..: 30
+    a family), and no train split. Three test tasks a family cannot tell two models apart: a
+    model's success there is mostly how it does on those three maps or rooms
+    (docs/methods/loop.md#the-gate). Its first tasks of each configuration are exploration-v1's
+    test tasks. No task is in exploration-v1-wide's or exploration-v1-gridmap-xl's train split;
+    one TextMiniGrid task (low density, seed 235) has the layout and mission of one of
+    exploration-v1-textminigrid-xl's 180 (seed 3072): one-room layouts are few."""
+    return Suite("exploration-v1-wide-test", 1, {"test": split_tasks("test", 1, WIDE)},
+                 f"exploration-v1's test split with {WIDE}x the tasks (seeds 200..); no train "
+                 "split")
+
+
 #: grid-map search tasks beyond the train range: seeds 1000.. are outside both splits of every
 #: exploration suite and outside gridmap-v1/v2's 0-9
 GRIDMAP_XL_FIRST_SEED = 1000

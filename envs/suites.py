@@ -20,6 +20,7 @@ SUITES: dict[str, str] = {
     "exploration-v2": "clew.envs.exploration_suite:exploration_v2",
     "exploration-v1": "clew.envs.exploration_suite:exploration_v1",
     "exploration-v1-wide": "clew.envs.exploration_suite:exploration_v1_wide",
+    "exploration-v1-wide-test": "clew.envs.exploration_suite:exploration_v1_wide_test",
     "exploration-v1-gridmap-xl": "clew.envs.exploration_suite:exploration_v1_gridmap_xl",
     "exploration-v1-textminigrid-xl":
         "clew.envs.exploration_suite:exploration_v1_textminigrid_xl",

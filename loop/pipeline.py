@@ -128,6 +128,20 @@ class Family(BaseModel):
         return move_renamed(data, cls.RENAMED, "families: ")
 
 
+class Gate(BaseModel):
+    """Expert iteration's evaluator (docs/methods/loop.md#the-gate): from round 2 on, each new
+    model plays tasks that are not test tasks beside the model it would replace, and replaces it
+    only if it does at least as well."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str | None = Field(
+        None, description="SUITE:SPLIT the gate plays, each family's envs' tasks; unset = the "
+                          "loop's train_suite (held out from a family with its own train_suite)")
+    limit: int | None = Field(None, ge=1, description="first N of a family's gate tasks")
+    repeats: int = Field(1, ge=1, description="episodes per gate task and model")
+
+
 class LoopConfig(BaseModel):
     """What ``clew loop`` runs; see the module docstring."""
 
@@ -163,6 +177,9 @@ class LoopConfig(BaseModel):
                                  description="clew data options (runs and out are the loop's)")
     accumulate_data: bool = Field(True, description="train on the data of every round so far")
     distill: list[Literal["el", "il", "value"]] = Field(default_factory=lambda: ["el", "il"])
+    gate: Gate | None = Field(
+        None, description="from round 2 on, keep a new model only if it plays the gate's tasks "
+                          "at least as well as the one it replaces (model_per_family only)")
     model_per_family: bool = Field(
         False, description="a model per family and format, trained on that family's samples "
                            "alone; false: one model per format learns every family")
@@ -203,6 +220,9 @@ class LoopConfig(BaseModel):
             if fam.distill and not set(fam.distill) <= set(self.distill):
                 raise ValueError(f"families.{i}.distill: {fam.distill} names a kind the loop's "
                                  f"distill {self.distill} does not train data for")
+        if self.gate is not None and not self.model_per_family:
+            raise ValueError("gate: read only with model_per_family: true (it compares a "
+                             "family's models on the family's tasks)")
         subsets = self.data.get("subsets")
         if "value" in self.distill and isinstance(subsets, list) and \
                 VALUE_SUBSET not in subsets:
@@ -273,11 +293,19 @@ def task_sets(cfg: LoopConfig) -> dict[tuple[str, str], list]:
             if not chosen:
                 raise ConfigError(f"families: {fam.name!r} has no task in {own or spec}")
             sets[fam.name, split] = chosen
+    if cfg.gate is not None:
+        spec = cfg.gate.suite or cfg.train_suite
+        tasks = tasks_of(spec, "gate.suite")
+        for fam in cfg.families:
+            chosen = [t for t in tasks if t.env in fam.envs][:cfg.gate.limit][:cfg.limit_test]
+            if not chosen and fam.distill != []:
+                raise ConfigError(f"gate: {fam.name!r} has no task in {spec}")
+            sets[fam.name, "gate"] = chosen
     return sets
 
 
 def write_task_files(sets: dict[tuple[str, str], list], out: Path) -> dict[tuple[str, str], Path]:
-    """Each family's tasks as ``out/tasks/<family>-<split>.jsonl``."""
+    """Each family's tasks as ``out/tasks/<family>-<split>.jsonl`` (split: train, test, gate)."""
     files = {}
     for (name, split), tasks in sets.items():
         path = files[name, split] = out / "tasks" / f"{name}-{split}.jsonl"
@@ -369,8 +397,9 @@ class Loop:
 
     def run_agent(self, spec: AgentSpec, fam: Family, split: str, run: Path,
                   times: int = 1) -> str:
-        """Play ``fam``'s ``split`` tasks with ``spec`` into ``run``; test tasks ``times`` times
-        their repeats (an agent with no model of a family with ``train_seeds``)."""
+        """Play ``fam``'s ``split`` tasks (train, test or gate) with ``spec`` into ``run``; test
+        tasks ``times`` times their repeats (an agent with no model of a family with
+        ``train_seeds``)."""
         options = spec.agent_options
         options = {"label": spec.label, **options} if spec.agent != "random" else options
         window = fam.window or self.data_window
@@ -379,13 +408,14 @@ class Loop:
         if spec.agent == "distilled" and self.cfg.context_tokens:
             options = {"context_tokens": self.cfg.context_tokens, **options}
         cap = fam.max_episode_steps
-        if split == "test" and self.cfg.limit_test_steps:
+        if split != "train" and self.cfg.limit_test_steps:
             cap = min(cap or self.cfg.limit_test_steps, self.cfg.limit_test_steps)
         cfg = EvalConfig(
             agent=spec.agent, agent_options=options, suite=str(self.tasks[fam.name, split]),
             out=str(run), concurrency=self.cfg.concurrency, max_episode_steps=cap,
             env_options=fam.env_options,
             repeats=min(fam.train_repeats if split == "train" else
+                        self.cfg.gate.repeats if split == "gate" and self.cfg.gate else
                         times * (spec.test_repeats or fam.test_repeats),
                         self.cfg.limit_repeats or 10**9),
             resume=(run / "config.yaml").exists(), parse_failure_rate=self.cfg.parse_failure_rate)
@@ -400,7 +430,7 @@ class Loop:
             # the family's settings go to every round's search
             options = deep_merge(spec.agent_options, fam.search_options)
             if r > 1:
-                models = self.models(r - 1, fam)
+                models = self.kept(r - 1, fam)
                 missing = [k for k, path in models.items()
                            if "{" + k + "}" in json.dumps(spec.agent_options)
                            and not (Path(path) / "config.json").exists()]
@@ -455,6 +485,72 @@ class Loop:
         if self.cfg.model_per_family and fam is not None:
             folder = folder / fam.name
         return {kind: str(folder / f"{kind}{seeded(seed)}") for kind in DISTILL_SUBSETS}
+
+    def kept(self, r: int, fam: Family | None = None, seed: int = 0) -> dict[str, str]:
+        """The model folders round ``r``'s agents use (and round ``r`` + 1 searches with):
+        round ``r``'s own, except where the gate kept an earlier round's model."""
+        models = self.models(r, fam, seed)
+        if fam is None:
+            return models
+        return {kind: self.models(self.kept_round(r, fam, kind, seed), fam, seed)[kind]
+                for kind in models}
+
+    def kept_round(self, r: int, fam: Family, kind: str, seed: int) -> int:
+        """The round whose ``kind`` model of ``fam`` (train seed + ``seed``) round ``r`` uses."""
+        entry = self.state["done"].get(f"r{r}/gate/{fam.name}/{kind}{seeded(seed)}")
+        return entry["result"]["kept"] if entry else r
+
+    def gate_agent(self, kind: str) -> AgentSpec | None:
+        """The round agent the gate plays a ``kind`` model with: the first that names that
+        model and no other."""
+        for spec in self.cfg.round_agents:
+            named = [k for k in DISTILL_SUBSETS if "{" + k + "}" in json.dumps(spec.agent_options)]
+            if named == [kind]:
+                return spec
+        return None
+
+    def gate(self, r: int, trained: dict[str, list[str]]) -> None:
+        """Round ``r``'s models, each against the model of its kind and seed that round
+        ``r`` - 1 kept, on the family's gate tasks (docs/methods/loop.md#the-gate); the new one
+        is kept if its headline number is at least the old one's. A kind no round agent plays
+        alone (the value) is not gated."""
+        if self.cfg.gate is None or r == 1:
+            return
+        for fam in self.cfg.families:
+            for kind in trained.get(fam.name, []):
+                spec = self.gate_agent(kind)
+                if spec is None:
+                    continue
+                for seed in range(fam.train_seeds):
+                    old = self.kept_round(r - 1, fam, kind, seed)
+                    if not (Path(self.models(old, fam, seed)[kind]) / "config.json").exists():
+                        continue   # nothing to replace: round r's model stands
+                    name = f"{kind.upper()}{seeded(seed)} of {fam.name}"
+                    self.stage(f"r{r}/gate/{fam.name}/{kind}{seeded(seed)}",
+                               f"round {r} gate: {name} against round {old}'s",
+                               lambda f=fam, k=kind, s=seed, q=old, a=spec:
+                               self.gate_one(r, q, f, k, s, a))
+
+    def gate_one(self, r: int, old: int, fam: Family, kind: str, seed: int,
+                 spec: AgentSpec) -> dict[str, Any]:
+        """Play round ``r``'s and round ``old``'s ``kind`` model (seed + ``seed``) on the gate
+        tasks (each round's run once, in ``round-Q/gate/``); the round kept and both numbers."""
+        scores = {}
+        for q in (r, old):
+            name = f"{spec.label}/{fam.name}{seeded(seed)}"
+            values = {"out": str(self.out), kind: self.models(q, fam, seed)[kind]}
+            this = spec.model_copy(update={"agent_options": fill(spec.agent_options, values)})
+            run = Path(self.stage(f"round-{q}/gate/{name}",
+                                  f"    round {q}'s model on the gate tasks",
+                                  lambda s=this, p=self.out / f"round-{q}" / "gate" / name:
+                                  self.run_agent(s, fam, "gate", p)))
+            agg = aggregate(RunDir(run).episodes())
+            scores[q] = agg["mean"].get(headline(agg), math.nan)
+        kept = r if scores[r] >= scores[old] else old
+        self.say(f"    {headline(agg)} {scores[r]:.3f} (round {r}) against {scores[old]:.3f} "
+                 f"(round {old}): round {kept}'s model is kept")
+        return {"kept": kept, "key": headline(agg), "new": scores[r], "old": scores[old],
+                "old_round": old, "episodes": agg["episodes"]}
 
     def train(self, r: int, sizes: dict[str, int]) -> dict[str, list[str]]:
         """Fine-tune a model per ``distill`` kind (and per family with ``model_per_family``);
@@ -567,7 +663,7 @@ class Loop:
                                 (range(1), fam.train_seeds))
                 for seed in seeds:
                     values = {"out": str(self.out)} | ({} if r is None else
-                                                       self.models(r, fam, seed))
+                                                       self.kept(r, fam, seed))
                     this = spec.model_copy(update={"agent_options": fill(spec.agent_options,
                                                                          values)})
                     name = f"{spec.label}/{fam.name}{seeded(seed)}"
@@ -627,12 +723,32 @@ def report(loop: Loop) -> str:
             lines.append(summary_table(rows))
             lines += against_random(rows)
             lines += by_seed(played)
+        lines += gate_lines(loop, fam)
     seconds: dict[str, float] = {}
     for key, entry in loop.state["done"].items():
         kind = key.split("/")[1] if key.startswith(("r", "baselines")) else key
+        if kind == "gate" and key.split("/")[0][1:].isdigit():
+            continue   # a gate's decision: its time is its two runs' (round-Q/gate/...)
         seconds[kind] = seconds.get(kind, 0.0) + entry["seconds"]
     lines.append("Stage time: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()))
     return "\n".join(lines) + "\n"
+
+
+def gate_lines(loop: Loop, fam: Family) -> list[str]:
+    """One line per round whose gate judged ``fam``'s models: each model's number on the gate
+    tasks against the one it would replace, and which round's model the round's agents use."""
+    lines = []
+    for r in range(2, loop.cfg.rounds + 1):
+        prefix = f"r{r}/gate/{fam.name}/"
+        judged = [(key.removeprefix(prefix), entry["result"])
+                  for key, entry in loop.state["done"].items() if key.startswith(prefix)]
+        if judged:
+            parts = [f"{name.upper()} {res['new']:.3f} against {res['old']:.3f} (r"
+                     f"{res['old_round']}): r{res['kept']}'s" for name, res in judged]
+            lines.append(f"Round {r}'s gate ({judged[0][1]['key']} over {judged[0][1]['episodes']} "
+                         f"gate episodes a model; the r{r} rows play the models kept): "
+                         + "; ".join(parts) + "\n")
+    return lines
 
 
 def html_reports(loop: Loop) -> None:
@@ -660,6 +776,7 @@ def run_loop(cfg: LoopConfig, *, resume: bool = False, say: Callable[[str], None
         sizes = loop.data(r, all_runs if cfg.accumulate_data else runs)
         say(f"    samples: {sizes}")
         trained = loop.train(r, sizes)
+        loop.gate(r, trained)
         loop.evaluate_all(r, cfg.round_agents, trained)
     text = report(loop)
     atomic_write_text(loop.out / "report.md", text)

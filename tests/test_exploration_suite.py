@@ -113,3 +113,27 @@ def test_textminigrid_xl_is_new_tasks_of_the_same_configurations():
     assert len(tests) > 3 and not layouts & {repr(t.params["layout"]) for t in tests}
     assert [t.id for t in xl.split("test")] == [
         t.id for t in resolve("exploration-v1:test") if t.env == "textminigrid"]
+
+
+def test_wide_test_split_holds_thirty_test_tasks_a_family_apart_from_the_train_tasks():
+    """exploration-v1-wide-test: 30 test tasks per family, 10 per configuration, starting with
+    exploration-v1's test tasks; none is a train task of the suites the CPU experiment searches
+    but the one TextMiniGrid layout its docstring names."""
+    test = resolve("exploration-v1-wide-test:test")
+    fams = {"gridmap": ["gridmap"], "rooms": ["rooms"], "textminigrid": ["textminigrid"],
+            "oracle": ["hillsearch", "treesearch", "maxsatsearch"]}
+    for envs in fams.values():
+        assert len([t for t in test if t.env in envs]) == 30
+    assert len({t.id for t in test}) == len(test) and {t.split for t in test} == {"test"}
+    small = resolve("exploration-v1:test")
+    for env in {t.env for t in small}:
+        assert [t.id for t in test if t.env == env][:len([t for t in small if t.env == env])] \
+            == [t.id for t in small if t.env == env]
+
+    def task(t):
+        return repr(sorted((k, v) for k, v in t.params.items() if k != "seed"))
+    train = [t for s in ("exploration-v1-wide:train", "exploration-v1-gridmap-xl:train",
+                         "exploration-v1-textminigrid-xl:train") for t in resolve(s)]
+    by_task = {task(t): t.id for t in train}
+    shared = [(t.id, by_task[task(t)]) for t in test if task(t) in by_task]
+    assert shared == [("xv1/textminigrid/r1-low/s235", "xv1/textminigrid/r1-low/s3072")]

@@ -145,6 +145,91 @@ def test_train_seeds_give_an_evaluation_per_model_and_every_row_the_same_episode
     assert "r1 el-distilled +0.333" in text                      # pooled: 20 of 60 episodes
 
 
+def test_the_gate_keeps_a_new_model_only_if_it_plays_the_gate_tasks_as_well(tmp_path,
+                                                                              monkeypatch):
+    """From round 2 on each model plays the gate tasks (the loop's train suite: not the
+    family's own search tasks, not the test tasks) beside the model it would replace; where it
+    does worse, the round's agents and the next round's search use the old one."""
+    played = []
+    wins = {"round-1/models/gridmap/el-seed1", "round-2/models/gridmap/el",
+            "round-1/models/gridmap/il", "round-3/models/gridmap/el-seed1"}
+
+    def fake_evaluate(cfg, progress):   # a model in `wins` solves every task, the others none
+        played.append(cfg)
+        model = str(cfg.agent_options.get("model", ""))
+        won = any(model.endswith(w) for w in wins)
+        rows = [{"key": f"{i}#{k}", "agent": "a", "agent_kind": "learned",
+                 "outcome": {"success": won}}
+                for i in range(len(Path(cfg.suite).read_text().splitlines()))
+                for k in range(cfg.repeats)]
+        Path(cfg.out).mkdir(parents=True, exist_ok=True)
+        (Path(cfg.out) / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    monkeypatch.setattr("clew.loop.pipeline.evaluate", fake_evaluate)
+    cfg = load_config(LoopConfig, "cpu-experiment-oracle-free",
+                      ["rounds=3", "gate.limit=4", "gate.repeats=2"],
+                      base={"out": str(tmp_path / "loop")}, presets="loop")
+    gridmap = cfg.families[0].model_copy(update={"train_seeds": 2})
+    cfg = cfg.model_copy(update={"families": [gridmap], "train_suite": "gridmap-v1:train",
+                                 "test_suite": "gridmap-mini:test"})
+    loop = Loop(cfg, say=lambda s: None)
+    loop.open(resume=False)
+    gate = [json.loads(line) for line in (tmp_path / "loop" / "tasks" / "gridmap-gate.jsonl")
+            .read_text().splitlines()]
+    train = (tmp_path / "loop" / "tasks" / "gridmap-train.jsonl").read_text()
+    test = (tmp_path / "loop" / "tasks" / "gridmap-test.jsonl").read_text()
+    assert len(gate) == 4 and all(t["env"] == "gridmap" for t in gate)
+    assert not any(t["id"] in train or t["id"] in test for t in gate)
+    out = tmp_path / "loop"
+    for r in (1, 2, 3):
+        for name in ("el", "el-seed1", "il", "il-seed1"):
+            (out / f"round-{r}" / "models" / "gridmap" / name).mkdir(parents=True)
+            (out / f"round-{r}" / "models" / "gridmap" / name / "config.json").write_text("{}")
+    trained = {"gridmap": ["el", "il"]}
+    loop.gate(1, trained)
+    assert played == []                                          # round 1 has nothing to replace
+    loop.gate(2, trained)
+    kept = {seed: loop.kept(2, gridmap, seed) for seed in (0, 1)}
+    models = out / "round-{}" / "models" / "gridmap"
+    assert kept[0]["el"] == str(models).format(2) + "/el"        # better: the new one
+    assert kept[1]["el"] == str(models).format(1) + "/el-seed1"  # worse: round 1's stays
+    assert kept[0]["il"] == str(models).format(1) + "/il"
+    assert kept[1]["il"] == str(models).format(2) + "/il-seed1"  # a tie goes to the new one
+    assert {c.repeats for c in played} == {2} and len(played) == 8
+    assert all(c.suite.endswith("gridmap-gate.jsonl") for c in played)
+    # the round's agents play the models kept
+    played.clear()
+    loop.evaluate_all(2, cfg.round_agents[:1], trained)
+    assert [c.agent_options["model"] for c in played] == [f"hf:{kept[0]['el']}",
+                                                          f"hf:{kept[1]['el']}"]
+    # round 3 is judged against what round 2 kept; round 1's gate runs are not played again
+    played.clear()
+    loop.gate(3, trained)
+    assert len(played) == 4                                      # round 3's four models only
+    assert loop.kept(3, gridmap, 1)["el"] == str(models).format(3) + "/el-seed1"
+    assert loop.kept(3, gridmap, 0)["il"] == str(models).format(1) + "/il"
+    assert loop.kept(3, gridmap, 0)["el"] == str(models).format(2) + "/el"
+    text = report(loop)
+    assert ("Round 2's gate (success over 8 gate episodes a model; the r2 rows play the models "
+            "kept): EL 1.000 against 0.000 (r1): r2's; EL-SEED1 0.000 against 1.000 (r1): "
+            "r1's") in text
+    assert "Round 3's gate" in text and "IL 0.000 against 1.000 (r1): r1's" in text
+    # the gate's time is its runs' (12: four models of each round), the decisions add none
+    for entry in loop.state["done"].values():
+        entry["seconds"] = 1.0
+    assert "gate 12 s" in report(loop)
+
+
+def test_a_gate_needs_a_model_per_family_and_tasks_of_each_family(tmp_path):
+    with pytest.raises(ConfigError, match="gate: read only with model_per_family"):
+        load_config(LoopConfig, "demo", ["gate.repeats=1"], presets="loop")
+    cfg = load_config(LoopConfig, "cpu-experiment-oracle-free", ["gate.suite=gridmap-mini:test"],
+                      base={"out": str(tmp_path / "loop")}, presets="loop")
+    with pytest.raises(ConfigError, match="gate: 'rooms' has no task in gridmap-mini:test"):
+        Loop(cfg).open(resume=False)
+    assert not (tmp_path / "loop").exists()                      # refused before any write
+
+
 def test_standard_errors_apart():
     a = {"mean": {"success": 0.5}, "stderr": {"success": 0.1}}
     b = {"mean": {"success": 0.2}, "stderr": {"success": 0.0}}
