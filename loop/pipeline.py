@@ -129,9 +129,9 @@ class Family(BaseModel):
 
 
 class Gate(BaseModel):
-    """Expert iteration's evaluator (docs/methods/loop.md#the-gate): from round 2 on, each new
-    model plays tasks that are not test tasks beside the model it would replace, and replaces it
-    only if it does at least as well."""
+    """Expert iteration's evaluator (docs/methods/loop.md#the-gate): from round 2 on, a round's
+    models of a kind play tasks that are not test tasks beside the models they would replace, and
+    replace them only if they do better (pooled over the training seeds)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -140,6 +140,9 @@ class Gate(BaseModel):
                           "loop's train_suite (held out from a family with its own train_suite)")
     limit: int | None = Field(None, ge=1, description="first N of a family's gate tasks")
     repeats: int = Field(1, ge=1, description="episodes per gate task and model")
+    margin: float = Field(
+        0.0, ge=0, description="the new models replace the old only if their headline number "
+                               "is higher by more than this (a tie keeps the old)")
 
 
 class LoopConfig(BaseModel):
@@ -178,8 +181,9 @@ class LoopConfig(BaseModel):
     accumulate_data: bool = Field(True, description="train on the data of every round so far")
     distill: list[Literal["el", "il", "value"]] = Field(default_factory=lambda: ["el", "il"])
     gate: Gate | None = Field(
-        None, description="from round 2 on, keep a new model only if it plays the gate's tasks "
-                          "at least as well as the one it replaces (model_per_family only)")
+        None, description="from round 2 on, keep a round's new models only if they play the "
+                          "gate's tasks better than the ones they replace (model_per_family "
+                          "only)")
     model_per_family: bool = Field(
         False, description="a model per family and format, trained on that family's samples "
                            "alone; false: one model per format learns every family")
@@ -488,16 +492,16 @@ class Loop:
 
     def kept(self, r: int, fam: Family | None = None, seed: int = 0) -> dict[str, str]:
         """The model folders round ``r``'s agents use (and round ``r`` + 1 searches with):
-        round ``r``'s own, except where the gate kept an earlier round's model."""
+        round ``r``'s own, except where the gate kept an earlier round's models."""
         models = self.models(r, fam, seed)
         if fam is None:
             return models
-        return {kind: self.models(self.kept_round(r, fam, kind, seed), fam, seed)[kind]
+        return {kind: self.models(self.kept_round(r, fam, kind), fam, seed)[kind]
                 for kind in models}
 
-    def kept_round(self, r: int, fam: Family, kind: str, seed: int) -> int:
-        """The round whose ``kind`` model of ``fam`` (train seed + ``seed``) round ``r`` uses."""
-        entry = self.state["done"].get(f"r{r}/gate/{fam.name}/{kind}{seeded(seed)}")
+    def kept_round(self, r: int, fam: Family, kind: str) -> int:
+        """The round whose ``kind`` models of ``fam`` round ``r`` uses."""
+        entry = self.state["done"].get(f"r{r}/gate/{fam.name}/{kind}")
         return entry["result"]["kept"] if entry else r
 
     def gate_agent(self, kind: str) -> AgentSpec | None:
@@ -510,46 +514,47 @@ class Loop:
         return None
 
     def gate(self, r: int, trained: dict[str, list[str]]) -> None:
-        """Round ``r``'s models, each against the model of its kind and seed that round
-        ``r`` - 1 kept, on the family's gate tasks (docs/methods/loop.md#the-gate); the new one
-        is kept if its headline number is at least the old one's. A kind no round agent plays
-        alone (the value) is not gated."""
+        """Round ``r``'s models of each kind and family against those round ``r`` - 1 kept, on
+        the family's gate tasks (docs/methods/loop.md#the-gate): the new ones are kept if their
+        headline number, pooled over the family's training seeds, beats the old ones' by more
+        than the gate's margin. A kind no round agent plays alone (the value) is not gated."""
         if self.cfg.gate is None or r == 1:
             return
         for fam in self.cfg.families:
             for kind in trained.get(fam.name, []):
                 spec = self.gate_agent(kind)
-                if spec is None:
-                    continue
-                for seed in range(fam.train_seeds):
-                    old = self.kept_round(r - 1, fam, kind, seed)
-                    if not (Path(self.models(old, fam, seed)[kind]) / "config.json").exists():
-                        continue   # nothing to replace: round r's model stands
-                    name = f"{kind.upper()}{seeded(seed)} of {fam.name}"
-                    self.stage(f"r{r}/gate/{fam.name}/{kind}{seeded(seed)}",
-                               f"round {r} gate: {name} against round {old}'s",
-                               lambda f=fam, k=kind, s=seed, q=old, a=spec:
-                               self.gate_one(r, q, f, k, s, a))
+                old = self.kept_round(r - 1, fam, kind)
+                if spec is None or not (Path(self.models(old, fam)[kind]) / "config.json").exists():
+                    continue   # not gated, or nothing to replace: round r's models stand
+                self.stage(f"r{r}/gate/{fam.name}/{kind}",
+                           f"round {r} gate: the {kind.upper()} models of {fam.name} against "
+                           f"round {old}'s",
+                           lambda f=fam, k=kind, q=old, a=spec: self.gate_one(r, q, f, k, a))
 
-    def gate_one(self, r: int, old: int, fam: Family, kind: str, seed: int,
+    def gate_one(self, r: int, old: int, fam: Family, kind: str,
                  spec: AgentSpec) -> dict[str, Any]:
-        """Play round ``r``'s and round ``old``'s ``kind`` model (seed + ``seed``) on the gate
-        tasks (each round's run once, in ``round-Q/gate/``); the round kept and both numbers."""
+        """Play round ``r``'s and round ``old``'s ``kind`` models (each seed's) on the gate
+        tasks, each model once (``round-Q/gate/``); the round kept and both pooled numbers."""
         scores = {}
         for q in (r, old):
-            name = f"{spec.label}/{fam.name}{seeded(seed)}"
-            values = {"out": str(self.out), kind: self.models(q, fam, seed)[kind]}
-            this = spec.model_copy(update={"agent_options": fill(spec.agent_options, values)})
-            run = Path(self.stage(f"round-{q}/gate/{name}",
-                                  f"    round {q}'s model on the gate tasks",
-                                  lambda s=this, p=self.out / f"round-{q}" / "gate" / name:
-                                  self.run_agent(s, fam, "gate", p)))
-            agg = aggregate(RunDir(run).episodes())
-            scores[q] = agg["mean"].get(headline(agg), math.nan)
-        kept = r if scores[r] >= scores[old] else old
-        self.say(f"    {headline(agg)} {scores[r]:.3f} (round {r}) against {scores[old]:.3f} "
-                 f"(round {old}): round {kept}'s model is kept")
-        return {"kept": kept, "key": headline(agg), "new": scores[r], "old": scores[old],
+            episodes = []
+            for seed in range(fam.train_seeds):
+                name = f"{spec.label}/{fam.name}{seeded(seed)}"
+                values = {"out": str(self.out), kind: self.models(q, fam, seed)[kind]}
+                this = spec.model_copy(update={"agent_options": fill(spec.agent_options,
+                                                                     values)})
+                run = self.stage(f"round-{q}/gate/{name}",
+                                 f"    round {q}'s model{seeded(seed)} on the gate tasks",
+                                 lambda s=this, p=self.out / f"round-{q}" / "gate" / name:
+                                 self.run_agent(s, fam, "gate", p))
+                episodes += RunDir(Path(run)).episodes()
+            agg = aggregate(episodes)
+            key = headline(agg)
+            scores[q] = agg["mean"].get(key, math.nan)
+        kept = r if scores[r] > scores[old] + self.cfg.gate.margin else old
+        self.say(f"    {key} {scores[r]:.3f} (round {r}) against {scores[old]:.3f} (round "
+                 f"{old}), {agg['episodes']} episodes each: round {kept}'s models are kept")
+        return {"kept": kept, "key": key, "new": scores[r], "old": scores[old],
                 "old_round": old, "episodes": agg["episodes"]}
 
     def train(self, r: int, sizes: dict[str, int]) -> dict[str, list[str]]:
@@ -735,19 +740,20 @@ def report(loop: Loop) -> str:
 
 
 def gate_lines(loop: Loop, fam: Family) -> list[str]:
-    """One line per round whose gate judged ``fam``'s models: each model's number on the gate
-    tasks against the one it would replace, and which round's model the round's agents use."""
+    """One line per round whose gate judged ``fam``'s models: each kind's number on the gate
+    tasks against the models it would replace, and which round's models the round's agents
+    use."""
     lines = []
     for r in range(2, loop.cfg.rounds + 1):
         prefix = f"r{r}/gate/{fam.name}/"
         judged = [(key.removeprefix(prefix), entry["result"])
                   for key, entry in loop.state["done"].items() if key.startswith(prefix)]
         if judged:
-            parts = [f"{name.upper()} {res['new']:.3f} against {res['old']:.3f} (r"
-                     f"{res['old_round']}): r{res['kept']}'s" for name, res in judged]
+            parts = [f"{name.upper()} {res['new']:.3f} against r{res['old_round']}'s "
+                     f"{res['old']:.3f}: r{res['kept']}'s kept" for name, res in judged]
             lines.append(f"Round {r}'s gate ({judged[0][1]['key']} over {judged[0][1]['episodes']} "
-                         f"gate episodes a model; the r{r} rows play the models kept): "
-                         + "; ".join(parts) + "\n")
+                         f"gate episodes a kind, every seed's model; the r{r} rows play the models "
+                         "kept): " + "; ".join(parts) + "\n")
     return lines
 
 

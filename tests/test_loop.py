@@ -130,9 +130,10 @@ def test_train_seeds_give_an_evaluation_per_model_and_every_row_the_same_episode
     models = tmp_path / "loop" / "round-1" / "models" / "gridmap"
     for seed, tail in enumerate(("", "-seed1", "-seed2")):
         c = runs[f"round-1/eval/el-distilled/gridmap{tail}"]
-        assert (c.agent_options["model"], c.repeats) == (f"hf:{models / ('el' + tail)}", 10)
-    assert runs["baselines/eval/random/gridmap"].repeats == 30   # as many as the three models
-    assert runs["baselines/eval/random/rooms"].repeats == 10
+        assert (c.agent_options["model"], c.repeats) == (f"hf:{models / ('el' + tail)}", 1)
+    assert runs["baselines/eval/random/gridmap"].repeats == 3    # as many as the three models
+    assert runs["baselines/eval/random/rooms"].repeats == 1
+    assert runs["baselines/eval/random/textminigrid"].repeats == 6
     assert "round-1/eval/el-distilled/rooms-seed1" not in runs
     rows = loop.rows()
     assert [len(r) for _, r in rows["gridmap"]] == [1, 3]
@@ -145,14 +146,17 @@ def test_train_seeds_give_an_evaluation_per_model_and_every_row_the_same_episode
     assert "r1 el-distilled +0.333" in text                      # pooled: 20 of 60 episodes
 
 
-def test_the_gate_keeps_a_new_model_only_if_it_plays_the_gate_tasks_as_well(tmp_path,
-                                                                              monkeypatch):
-    """From round 2 on each model plays the gate tasks (the loop's train suite: not the
-    family's own search tasks, not the test tasks) beside the model it would replace; where it
-    does worse, the round's agents and the next round's search use the old one."""
+def test_the_gate_keeps_new_models_only_if_they_play_the_gate_tasks_better(tmp_path,
+                                                                            monkeypatch):
+    """From round 2 on a round's models of each kind play the gate tasks (the loop's train
+    suite: not the family's own search tasks, not the test tasks) beside the models they would
+    replace, pooled over the seeds; where they do worse, the round's agents and the next round's
+    search use the old ones (a tie too)."""
     played = []
     wins = {"round-1/models/gridmap/el-seed1", "round-2/models/gridmap/el",
-            "round-1/models/gridmap/il", "round-3/models/gridmap/el-seed1"}
+            "round-2/models/gridmap/el-seed1", "round-1/models/gridmap/il",
+            "round-1/models/gridmap/il-seed1", "round-2/models/gridmap/il-seed1",
+            "round-3/models/gridmap/il", "round-3/models/gridmap/il-seed1"}
 
     def fake_evaluate(cfg, progress):   # a model in `wins` solves every task, the others none
         played.append(cfg)
@@ -185,39 +189,48 @@ def test_the_gate_keeps_a_new_model_only_if_it_plays_the_gate_tasks_as_well(tmp_
         for name in ("el", "el-seed1", "il", "il-seed1"):
             (out / f"round-{r}" / "models" / "gridmap" / name).mkdir(parents=True)
             (out / f"round-{r}" / "models" / "gridmap" / name / "config.json").write_text("{}")
+    models = str(out / "round-{}" / "models" / "gridmap" / "{}")
     trained = {"gridmap": ["el", "il"]}
     loop.gate(1, trained)
     assert played == []                                          # round 1 has nothing to replace
     loop.gate(2, trained)
-    kept = {seed: loop.kept(2, gridmap, seed) for seed in (0, 1)}
-    models = out / "round-{}" / "models" / "gridmap"
-    assert kept[0]["el"] == str(models).format(2) + "/el"        # better: the new one
-    assert kept[1]["el"] == str(models).format(1) + "/el-seed1"  # worse: round 1's stays
-    assert kept[0]["il"] == str(models).format(1) + "/il"
-    assert kept[1]["il"] == str(models).format(2) + "/il-seed1"  # a tie goes to the new one
+    # EL: round 2 solves 16 of 16 gate episodes, round 1 8: the new models, both seeds
+    assert [loop.kept(2, gridmap, s)["el"] for s in (0, 1)] == [models.format(2, "el"),
+                                                                 models.format(2, "el-seed1")]
+    # IL: round 2 solves 8, round 1 16: round 1's models stay, both seeds
+    assert [loop.kept(2, gridmap, s)["il"] for s in (0, 1)] == [models.format(1, "il"),
+                                                                 models.format(1, "il-seed1")]
     assert {c.repeats for c in played} == {2} and len(played) == 8
     assert all(c.suite.endswith("gridmap-gate.jsonl") for c in played)
     # the round's agents play the models kept
     played.clear()
-    loop.evaluate_all(2, cfg.round_agents[:1], trained)
-    assert [c.agent_options["model"] for c in played] == [f"hf:{kept[0]['el']}",
-                                                          f"hf:{kept[1]['el']}"]
-    # round 3 is judged against what round 2 kept; round 1's gate runs are not played again
+    loop.evaluate_all(2, cfg.round_agents[1:], trained)
+    assert [c.agent_options["model"] for c in played] == [f"hf:{models.format(1, 'il')}",
+                                                          f"hf:{models.format(1, 'il-seed1')}"]
+    # round 3 is judged against what round 2 kept; gate runs are not played twice
     played.clear()
     loop.gate(3, trained)
     assert len(played) == 4                                      # round 3's four models only
-    assert loop.kept(3, gridmap, 1)["el"] == str(models).format(3) + "/el-seed1"
-    assert loop.kept(3, gridmap, 0)["il"] == str(models).format(1) + "/il"
-    assert loop.kept(3, gridmap, 0)["el"] == str(models).format(2) + "/el"
+    assert loop.kept(3, gridmap, 1)["el"] == models.format(2, "el-seed1")   # 0 of 16: worse
+    assert loop.kept(3, gridmap, 0)["il"] == models.format(1, "il")         # a tie: the old
     text = report(loop)
-    assert ("Round 2's gate (success over 8 gate episodes a model; the r2 rows play the models "
-            "kept): EL 1.000 against 0.000 (r1): r2's; EL-SEED1 0.000 against 1.000 (r1): "
-            "r1's") in text
-    assert "Round 3's gate" in text and "IL 0.000 against 1.000 (r1): r1's" in text
+    assert ("Round 2's gate (success over 16 gate episodes a kind, every seed's model; the r2 "
+            "rows play the models kept): EL 1.000 against r1's 0.500: r2's kept; IL 0.500 "
+            "against r1's 1.000: r1's kept") in text
+    assert ("Round 3's gate (success over 16 gate episodes a kind, every seed's model; the r3 "
+            "rows play the models kept): EL 0.000 against r2's 1.000: r2's kept; IL 1.000 "
+            "against r1's 1.000: r1's kept") in text
     # the gate's time is its runs' (12: four models of each round), the decisions add none
     for entry in loop.state["done"].values():
         entry["seconds"] = 1.0
     assert "gate 12 s" in report(loop)
+    # with a margin of 0.6 round 2's EL models (1.000 against 0.500) do not replace round 1's;
+    # the decision is made again from the gate runs, none played again
+    loop.cfg.gate.margin = 0.6
+    del loop.state["done"]["r2/gate/gridmap/el"]
+    played.clear()
+    loop.gate(2, trained)
+    assert played == [] and loop.kept(2, gridmap, 1)["el"] == models.format(1, "el-seed1")
 
 
 def test_a_gate_needs_a_model_per_family_and_tasks_of_each_family(tmp_path):
