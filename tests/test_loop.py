@@ -213,6 +213,10 @@ def test_the_gate_keeps_new_models_only_if_they_play_the_gate_tasks_better(tmp_p
     assert len(played) == 4                                      # round 3's four models only
     assert loop.kept(3, gridmap, 1)["el"] == models.format(2, "el-seed1")   # 0 of 16: worse
     assert loop.kept(3, gridmap, 0)["il"] == models.format(1, "il")         # a tie: the old
+    # the round after searches with the EL model kept (round 2's), not round 3's own
+    played.clear()
+    loop.search(4)
+    assert played[0].agent_options["distilled_policy"]["model"] == f"hf:{models.format(2, 'el')}"
     text = report(loop)
     assert ("Round 2's gate (success over 16 gate episodes a kind, every seed's model; the r2 "
             "rows play the models kept): EL 1.000 against r1's 0.500: r2's kept; IL 0.500 "
