@@ -261,6 +261,13 @@ def fill(obj: Any, values: dict[str, str]) -> Any:
 DISTILL_SUBSETS = {"el": "el", "il": "il_all", "value": VALUE_SUBSET}
 
 
+def named_models(spec: AgentSpec) -> list[str]:
+    """The model kinds whose placeholders (``{el}``, ``{il}``, ``{value}``) ``spec``'s options
+    name."""
+    text = json.dumps(spec.agent_options)
+    return [k for k in DISTILL_SUBSETS if "{" + k + "}" in text]
+
+
 def with_window(options: dict[str, Any], agent: str, window: ChatWindow) -> dict[str, Any]:
     """``options`` of an agent that prompts a trained model (``distilled``, or a search with a
     ``distilled_policy`` or ``distilled_value``) with its chat window set to ``window``; other
@@ -435,9 +442,8 @@ class Loop:
             options = deep_merge(spec.agent_options, fam.search_options)
             if r > 1:
                 models = self.kept(r - 1, fam)
-                missing = [k for k, path in models.items()
-                           if "{" + k + "}" in json.dumps(spec.agent_options)
-                           and not (Path(path) / "config.json").exists()]
+                missing = [k for k in named_models(spec)
+                           if not (Path(models[k]) / "config.json").exists()]
                 if missing:
                     raise ConfigError(f"next_search: round {r} searches {fam.name} with the "
                                       f"{'/'.join(missing)} model of round {r - 1}, which was not "
@@ -507,11 +513,8 @@ class Loop:
     def gate_agent(self, kind: str) -> AgentSpec | None:
         """The round agent the gate plays a ``kind`` model with: the first that names that
         model and no other."""
-        for spec in self.cfg.round_agents:
-            named = [k for k in DISTILL_SUBSETS if "{" + k + "}" in json.dumps(spec.agent_options)]
-            if named == [kind]:
-                return spec
-        return None
+        return next((spec for spec in self.cfg.round_agents if named_models(spec) == [kind]),
+                    None)
 
     def gate(self, r: int, trained: dict[str, list[str]]) -> None:
         """Round ``r``'s models of each kind and family against those round ``r`` - 1 kept, on
@@ -657,7 +660,7 @@ class Loop:
                      trained: dict[str, list[str]]) -> None:
         where = "baselines" if r is None else f"round-{r}"
         for spec in specs:
-            needs = [k for k in DISTILL_SUBSETS if "{" + k + "}" in json.dumps(spec.agent_options)]
+            needs = named_models(spec)
             for fam in self.cfg.families:
                 if r is not None and any(k not in trained.get(fam.name, []) for k in needs):
                     self.say(f"{where} evaluate: {spec.label} on {fam.name} needs the "
