@@ -110,12 +110,13 @@ def completion_text(raw: str | None, action: str | None) -> str:
 def answer_choices(env: Env, fmt: Format, path: Sequence[int]) -> list[str] | None:
     """The answers a constrained distilled model may give at the end of ``path`` (state ids):
     the env's legal actions, and for ``el`` with backtracking a ``backtrack S<k>`` per earlier
-    state on the path; ``None`` (no constraint) when the env lists no legal actions."""
+    state on the path and the bare ``backtrack`` (the state before); ``None`` (no constraint)
+    when the env lists no legal actions."""
     legal = [str(a) for a in env.legal_actions()]
     if not legal:
         return None
-    if fmt == "el" and env.flags.supports_backtrack:
-        legal += [f"backtrack S{k}" for k in path[:-1]]
+    if fmt == "el" and env.flags.supports_backtrack and len(path) > 1:
+        legal += [f"backtrack S{k}" for k in path[:-1]] + ["backtrack"]
     return legal
 
 

@@ -264,7 +264,10 @@ def test_distilled_choices_add_backtracks_to_earlier_states_in_el_only():
     env = make_for(task)
     env.reset(task)
     legal = env.legal_actions()
-    assert answer_choices(env, "el", [0, 2, 5]) == [*legal, "backtrack S0", "backtrack S2"]
+    # each earlier state by its id, and the bare backtrack (the state before: S2)
+    assert answer_choices(env, "el", [0, 2, 5]) == [*legal, "backtrack S0", "backtrack S2",
+                                                     "backtrack"]
+    assert answer_choices(env, "el", [0]) == legal          # nothing to go back to
     assert answer_choices(env, "il", [0, 2, 5]) == legal
     hill = next(t for t in resolve("exploration-v1:test") if t.env == "hillsearch")
     hill_env = make_for(hill)
@@ -313,5 +316,15 @@ def test_constrained_distilled_agent_with_a_fake_model_may_backtrack():
     rec = asyncio.run(run_episode(DistilledAgent(lm, constrain=True), task, max_steps=2))
     legal = legal_at_start(task)
     assert lm.calls[0].sampling.choices == legal      # S0 has no earlier state
-    assert lm.calls[1].sampling.choices[-1] == "backtrack S0"
+    assert lm.calls[1].sampling.choices[-2:] == ["backtrack S0", "backtrack"]
     assert rec["actions"][0] == legal[0] and rec["outcome"]["backtracks"] == 1
+
+
+def test_a_bare_backtrack_goes_back_to_the_state_before():
+    task = gridmap_task()
+    script = ["Next action: ```nowhere```", "Next action: ```nowhere```",
+              "Next action: ```backtrack```"]
+    lm = FakeLM(lambda req, i: script[min(i, 2)])
+    rec = asyncio.run(run_episode(DistilledAgent(lm, constrain=True), task, max_steps=3))
+    assert "backtrack" in lm.calls[2].sampling.choices
+    assert rec["actions"][2] == "backtrack S1" and rec["outcome"]["backtracks"] == 1

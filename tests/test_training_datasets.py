@@ -144,6 +144,9 @@ def test_grade_cut_per_env(tmp_path):
     assert (cfg.min_grade_of("rooms"), cfg.min_grade_of("gridmap")) == (0.5, 0.9)
     assert DataConfig(runs=["r"]).digest() != cfg.model_copy(
         update={"select_min_grade": 1.0}).digest()
+    plain = DataConfig(runs=["r"])                      # the dead-end options count when set
+    assert plain.digest() != DataConfig(runs=["r"], el_dead_ends=True).digest()
+    assert plain.digest() != DataConfig(runs=["r"], el_back_one="bare").digest()
     with pytest.raises(ValidationError, match="(?s)env_select_min_grade.*unknown env.*'room'"):
         DataConfig(runs=["r"], env_select_min_grade={"room": 0.5})
     with pytest.raises(ValidationError, match="env_select_min_grade.rooms"):

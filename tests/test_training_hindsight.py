@@ -82,3 +82,33 @@ def test_executed_il_is_unchanged_by_default():
     assert [assistant(s) for s in out.il] == [f"Next action: ```{a}```"
                                                for a in ["d", "u", "r", "r"]]
     assert out.el_skipped == "no search trees"
+
+
+# MOVES with, off B, a dead end E (its one move leads back to B) and a one-way room Z
+DEAD = {**MOVES, "B": {"r": "C", "s": "Z", "l": "A", "e": "E"}, "E": {"w": "B"}}
+
+
+def test_dead_ends_next_to_the_shortcut_become_detours_when_asked():
+    env = GraphEnv()
+    h = hindsight(env, graph_task(DEAD), ["r", "r"], dead_ends=True)
+    # X has two moves and Z's one move leads on to C: neither is a dead end
+    assert h.path == ["r", "r"] and h.detours == {1: [["e"]]} and h.dead_ends == 1
+    assert hindsight(GraphEnv(), graph_task(DEAD), ["r", "r"]).detours == {}
+    walked = hindsight(GraphEnv(), graph_task(DEAD), ["r", "e", "w", "r"], dead_ends=True)
+    assert walked.detours == {1: [["e"]]} and walked.dead_ends == 0   # walked: given once
+
+
+def test_el_enters_a_dead_end_and_backs_out_with_a_bare_backtrack_to_the_state_before():
+    def el(actions, moves, **options):
+        rec = {**record(actions), "task": graph_task(moves).to_dict()}
+        opts = ExportOptions(el_traversals="detours", il_path="shortcut", **options)
+        out = export_episode(rec, {}, GraphEnv, options=opts)
+        return [assistant(s) for s in out.el], out.counts
+    back = f"{BACKTRACK_TURN}\n\nNext action: ```backtrack"
+    turns, counts = el(["r", "r"], DEAD, el_dead_ends=True, el_back_one="bare")
+    assert turns == ["Next action: ```r```", "Next action: ```e```", f"{back}```",
+                     "Next action: ```r```"]
+    assert counts["hindsight_dead_ends"] == 1
+    assert el(["r", "r"], DEAD, el_dead_ends=True)[0][2] == f"{back} S1```"
+    # two states back keeps its id
+    assert el(["d", "d", "u", "u", "r", "r"], MOVES, el_back_one="bare")[0][2] == f"{back} S0```"

@@ -103,6 +103,13 @@ class DataConfig(BaseModel):
     el_over_budget: Literal["skip", "cut"] = Field("skip", description=(
         "an EL trajectory longer than the env's step budget: skip the episode, or cut it where "
         "the budget runs out (docs/methods/exploratory-learning.md#teacher-forcing)"))
+    el_dead_ends: bool = Field(False, description=(
+        "with el_traversals detours: also enter each one-move dead end next to the shortcut, "
+        "found in the simulator, and backtrack out of it "
+        "(docs/methods/exploratory-learning.md#dead-ends-next-to-the-path)"))
+    el_back_one: Literal["id", "bare"] = Field("id", description=(
+        "how an EL backtrack to the state just before is written: backtrack S<k>, or the bare "
+        "backtrack, which names no id (docs/methods/exploratory-learning.md#backtrack-turns)"))
     il_max_actions: int | None = Field(None, ge=1)
     il_path: Literal["executed", "shortcut"] = Field("executed", description=(
         "what IL imitates: the executed actions, or the shortest path through the states the "
@@ -172,7 +179,7 @@ class DataConfig(BaseModel):
             sample_mode=self.sample_mode, window=self.window_of(env),
             strict_replay=self.strict_replay, el_traversals=self.el_traversals,
             dead_end_margin=self.dead_end_margin, el_over_budget=self.el_over_budget,
-            il_path=self.il_path)
+            il_path=self.il_path, el_dead_ends=self.el_dead_ends, el_back_one=self.el_back_one)
 
     def pair_options(self, env: str = "") -> PairOptions:
         return PairOptions(self.pair_margin, self.pair_min_visits, self.value_min_visits,
@@ -182,7 +189,8 @@ class DataConfig(BaseModel):
         # a field at its default that older configs lacked stays out, so their digests hold
         old = {k for k, v in (("env_window", {}), ("env_select_min_grade", {}),
                               ("el_traversals", "all"), ("dead_end_margin", 0.1),
-                              ("el_over_budget", "skip"), ("il_path", "executed"))
+                              ("el_over_budget", "skip"), ("il_path", "executed"),
+                              ("el_dead_ends", False), ("el_back_one", "id"))
                if getattr(self, k) == v}
         if VALUE_SUBSET not in self.subsets and self.value_target == "q":
             old.add("value_target")

@@ -366,8 +366,10 @@ class Turn:
     mark: object | None = None         # act: names the state it reaches, for later backtracks
 
     def render(self, target_sid: int | None = None) -> str:
+        """The turn's text; a ``back`` turn without ``target_sid`` is the bare ``backtrack``."""
         if self.kind == "back":
-            body = f"{self.body}\n\n{answer(f'backtrack S{target_sid}')}"
+            to = "backtrack" if target_sid is None else f"backtrack S{target_sid}"
+            body = f"{self.body}\n\n{answer(to)}"
         else:
             body = self.body
         return f"{self.prefix}\n\n{body}" if self.prefix else body
@@ -496,7 +498,8 @@ class Chat:
 def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
                   root: object | None = None, strict: bool = False,
                   min_grade: float | None = None, open_end: bool = False,
-                  trail: bool = False, over_budget: str = "skip") -> Chat:
+                  trail: bool = False, over_budget: str = "skip",
+                  back_one: str = "id") -> Chat:
     """Replay ``turns`` in ``env`` as the runner would run the distilled agent (docs/methods/exploratory-learning.md#teacher-forcing, docs/methods/exploratory-learning.md#distilled-agent).
 
     Each assistant text goes through :func:`clew.agents.distilled.decide`, exactly as the agent's
@@ -512,6 +515,8 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
     successful, shorter trajectory; ``chat.truncated``); otherwise it is a :class:`ReplayError`,
     unless ``over_budget`` is ``cut``: then the chat ends there too (``chat.cut_at_budget``), so
     its turns are the decisions the agent could take within its budget.
+    ``back_one`` ``bare`` writes a backtrack to the state just before as the bare ``backtrack``
+    (the agent reads it so): a one-turn prompt shows the current state's id, not that one's.
     ``open_end`` ends the chat with the user turn that follows the last turn instead: the prompt
     of the next decision (preference pairs, :mod:`clew.training.preferences`). ``trail`` ends
     every user turn with the :class:`~clew.agents.distilled.Trail` line, updated as the agent
@@ -534,7 +539,8 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
             if k == path[-1]:
                 chat.skipped += 1
                 continue
-            turn.text = turn.render(k)
+            bare = back_one == "bare" and len(path) > 1 and k == path[-2]
+            turn.text = turn.render(None if bare else k)
         if pending is not None:
             chat.messages.append({"role": "user", "content": pending})
         chat.state_ids.append(path[-1])
@@ -664,6 +670,8 @@ class ExportOptions:
     dead_end_margin: float = 0.1
     el_over_budget: Literal["skip", "cut"] = "skip"
     il_path: Literal["executed", "shortcut"] = "executed"
+    el_dead_ends: bool = False
+    el_back_one: Literal["id", "bare"] = "id"
 
 
 @dataclass
@@ -696,8 +704,9 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
     actions = [str(a) for a in record.get("actions") or []]
     found = None
     if not charged and (opt.il_path == "shortcut" or opt.el_traversals == "detours"):
-        found = hindsight(make_env(), task, actions)
+        found = hindsight(make_env(), task, actions, dead_ends=opt.el_dead_ends)
         out.counts["hindsight_shortcuts"] = int(found is not None)
+        out.counts["hindsight_dead_ends"] = found.dead_ends if found else 0
         out.counts["hindsight_saved_actions"] = len(actions) - len(found.path) if found else 0
     if not trees and opt.el_traversals != "detours":   # detours come from the episode itself
         out.el_skipped = "no search trees"
@@ -709,19 +718,20 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
                 turns = charged_turns(record, trees, env.canonical, opt.assessment_value)
                 chat = teacher_force(env, task, turns, "el", strict=opt.strict_replay,
                                      min_grade=grade, trail=opt.window.trail,
-                                     over_budget=opt.el_over_budget)
+                                     over_budget=opt.el_over_budget, back_one=opt.el_back_one)
             elif opt.el_traversals == "detours":
                 # without a shortcut the executed path stands in, without detours
                 turns, root = hindsight_turns(found or Hindsight(actions), detours=True)
                 chat = teacher_force(env, task, turns, "el", root=root, min_grade=grade,
-                                     trail=opt.window.trail, over_budget=opt.el_over_budget)
+                                     trail=opt.window.trail, over_budget=opt.el_over_budget,
+                                     back_one=opt.el_back_one)
             else:
                 items = flatten_episode(record, trees, backtrack=env.flags.supports_backtrack,
                                         keep=opt.el_traversals, margin=opt.dead_end_margin)
                 chat = teacher_force(env, task, el_turns(items, opt.assessment_value), "el",
                                      root=items[0].node, strict=opt.strict_replay,
                                      min_grade=grade, trail=opt.window.trail,
-                                     over_budget=opt.el_over_budget)
+                                     over_budget=opt.el_over_budget, back_one=opt.el_back_one)
             out.el_actions = len(chat.kinds)    # forward and backtrack turns (docs/methods/exploratory-learning.md#imitation-learning)
             out.counts.update(el_replay_mismatches=chat.mismatches,
                               el_noop_backtracks=chat.skipped,

@@ -38,6 +38,7 @@ class Hindsight:
 
     path: list[str]
     detours: dict[int, list[list[str]]] = field(default_factory=dict)
+    dead_ends: int = 0                  # detours that are dead ends found in the simulator
 
 
 def _walk(env: Env, task: Task, actions: list[str]) -> tuple[list[Any], dict[Any, Any]]:
@@ -113,9 +114,35 @@ def _detours(keys: list[Any], actions: list[str], spine: list[Any],
     return out
 
 
-def hindsight(env: Env, task: Task, actions: list[str]) -> Hindsight | None:
-    """The episode's shortcut and detours, or ``None`` where there is no shortcut (no state
-    keys, or replaying it does not end as well as the episode did). ``env`` is used up."""
+def _dead_ends(env: Env, spine: list[Any], spine_actions: list[str], snaps: dict[Any, Any],
+               detours: dict[int, list[list[str]]]) -> int:
+    """Add, per shortcut position, the one-move dead ends next to it; return how many."""
+    on, added = set(spine), 0
+    for p, key in enumerate(spine[:-1]):
+        env.restore(snaps[key])
+        firsts = [d[0] for d in detours.get(p, [])]
+        for action in env.legal_actions():
+            if action == spine_actions[p] or action in firsts:
+                continue
+            probe = env.copy()
+            probe.step(action)
+            if probe.done or probe.state_key() in on:
+                continue
+            back = probe.legal_actions()
+            if len(back) != 1:
+                continue
+            probe.step(back[0])
+            if probe.state_key() == key:
+                detours.setdefault(p, []).append([action])
+                added += 1
+    return added
+
+
+def hindsight(env: Env, task: Task, actions: list[str],
+              dead_ends: bool = False) -> Hindsight | None:
+    """The episode's shortcut and detours (with ``dead_ends``, also the dead ends next to the
+    shortcut), or ``None`` where there is no shortcut (no state keys, or replaying it does not
+    end as well as the episode did). ``env`` is used up."""
     keys, snaps = _walk(env, task, actions)
     if keys[0] is None:
         return None
@@ -130,4 +157,7 @@ def hindsight(env: Env, task: Task, actions: list[str]) -> Hindsight | None:
     if env.state_key() != keys[-1] or env.done != done or observed_score(env) < score:
         return None
     spine = [k for k, _ in steps] + [keys[-1]]
-    return Hindsight(path, _detours(keys, actions, spine, path))
+    found = Hindsight(path, _detours(keys, actions, spine, path))
+    if dead_ends:
+        found.dead_ends = _dead_ends(env, spine, path, snaps, found.detours)
+    return found
