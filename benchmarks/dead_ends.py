@@ -22,6 +22,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from clew.envs.trace import StatePath
+
 LEGAL = re.compile(r"Legal moves: ([a-z, ]+)\.")
 NOT_ACTIVATED_NOW = ("still not activated", "it is not activated", "already activated")
 
@@ -36,23 +38,20 @@ def episode_stats(record: dict[str, Any]) -> Counter:
     """Counts of one episode record: its dead-end turns and its backtracks."""
     out: Counter = Counter(episodes=1, success=int(bool(record["outcome"].get("success"))))
     steps = record.get("steps") or []
-    path = [(0, "")]          # (state id, the observation that reached it) on the current path
-    next_id = 1
+    ids, reached_by = StatePath(), {0: ""}    # the runner's state ids; the obs that reached each
     for i, step in enumerate(steps):
         if i + 1 < len(steps) and is_dead_end(step["obs"]):
             out["dead_end_turns"] += 1
             out["dead_end_backtracks"] += "backtrack" in (steps[i + 1].get("info") or {})
         target = (step.get("info") or {}).get("backtrack")
         if target is not None and step["valid"]:
-            ids = [sid for sid, _ in path]
-            cut = path[ids.index(target) + 1:]
+            undone = ids.path[ids.path.index(target) + 1:]
             out["backtracks"] += 1
-            out[f"back_{min(len(cut), 6)}"] += 1
-            out["undid_activation"] += any("now activated" in obs for _, obs in cut)
-            del path[ids.index(target) + 1:]
-        elif step["valid"] and target is None:
-            path.append((next_id, step["obs"]))
-            next_id += 1
+            out[f"back_{min(len(undone), 6)}"] += 1
+            out["undid_activation"] += any("now activated" in reached_by[s] for s in undone)
+            ids.cut(target)
+        elif step["valid"]:
+            reached_by[ids.forward()] = step["obs"]
     out["with_backtrack"] = int(out["backtracks"] > 0)
     return out
 
