@@ -406,7 +406,11 @@ def _on_sigterm(signum, frame) -> None:
     """SIGTERM unwinds like Ctrl-C. Inside a run's event loop the run's root task is cancelled
     (an exception raised here would land in whichever episode task the signal hit, and other
     tasks would end with it unretrieved); elsewhere KeyboardInterrupt is raised. SIGINT itself
-    is not used: a shell starts background jobs with it ignored."""
+    is not used: a shell starts background jobs with it ignored. A second SIGTERM (SLURM
+    signals the job's every process, and its batch script passes the signal on) changes
+    nothing: cancelling again would cut short the unwinding that records what finished."""
+    if _TERMINATED:
+        return
     _TERMINATED.append(True)
     runner = sys.modules.get("clew.runner.episodes")
     if runner is None or not runner.cancel_runs():

@@ -356,10 +356,12 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@pytest.mark.parametrize("sigint", ["default", "ignored"])
-def test_sigterm_says_what_was_kept(tmp_path, sigint):
+@pytest.mark.parametrize("sigint,signals", [("default", 1), ("ignored", 1), ("ignored", 2)])
+def test_sigterm_says_what_was_kept(tmp_path, sigint, signals):
     """SIGTERM mid-run: exit 143, one line saying what was kept, no traceback; also when the
-    process was started with SIGINT ignored, as a shell starts its background jobs."""
+    process was started with SIGINT ignored, as a shell starts its background jobs, and when
+    the signal comes twice (SLURM signals every process of a job, and the batch script passes
+    it on)."""
     suite = tmp_path / "tasks.jsonl"
     suite.write_text("".join(line_task(i, length=2).to_json() + "\n" for i in range(40)))
     out = tmp_path / "x"
@@ -370,9 +372,12 @@ def test_sigterm_says_what_was_kept(tmp_path, sigint):
     deadline = time.time() + 60
     while time.time() < deadline and not (out / "episodes.jsonl").exists():
         time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
+    for _ in range(signals):
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.01)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
+    assert err.count("terminated (SIGTERM)") == 1, err
     assert "Traceback" not in err
     kept = len((out / "episodes.jsonl").read_text().splitlines())
     assert f"terminated (SIGTERM): stopped; {kept} finished episode(s) are kept in {out}; " \

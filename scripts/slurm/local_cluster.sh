@@ -83,8 +83,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SlurmdParameters=config_overrides
 ReturnToService=2
-# SIGTERM, then SIGKILL this many seconds later (a cancel, a time limit): SLURM's default. At
-# 10 s one CI run's time-limited task left no "terminated (SIGTERM)" line, likely killed first
+# SIGTERM, then SIGKILL this many seconds later (a cancel, a time limit): SLURM's default
 KillWait=30
 MinJobAge=600
 NodeName=$NODE NodeHostname=$host NodeAddr=127.0.0.1 CPUs=${CPUS:-8} RealMemory=${MEMORY_MB:-8000} State=UNKNOWN
