@@ -179,6 +179,41 @@ def exploration_v1_gridmap_xl() -> Suite:
                  f"{seeds[0]}..{seeds[-1]}); exploration-v1's grid-map test split")
 
 
+def with_pits(tasks: list[Task], keep: bool = True) -> list[Task]:
+    """The grid-map tasks of ``tasks`` again as ``gridmap-pits`` tasks (the same maps, each
+    with its pits: docs/methods/envs.md#pits; ids end in ``-pits``), after ``tasks`` when
+    ``keep``, else alone."""
+    pits = [replace(t, env="gridmap-pits", id=f"{t.id}-pits") for t in tasks
+            if t.env == "gridmap"]
+    return [*tasks, *pits] if keep else pits
+
+
+def exploration_v1_gridmap_pits_xl() -> Suite:
+    """``exploration-v1-gridmap-pits-xl``: exploration-v1-gridmap-xl's 270 train maps and
+    exploration-v1-wide-test's 30 grid-map test maps, as ``gridmap-pits`` tasks."""
+    return Suite("exploration-v1-gridmap-pits-xl", 1,
+                 {"train": with_pits(exploration_v1_gridmap_xl().splits["train"], keep=False),
+                  "test": with_pits(exploration_v1_wide_test().splits["test"], keep=False)},
+                 "exploration-v1-gridmap-xl's train maps and exploration-v1-wide-test's grid "
+                 "maps, with pits")
+
+
+def exploration_v1_wide_pits() -> Suite:
+    """``exploration-v1-wide-pits``: exploration-v1-wide, and its grid maps again with pits."""
+    wide = exploration_v1_wide()
+    return Suite("exploration-v1-wide-pits", 1,
+                 {split: with_pits(tasks) for split, tasks in wide.splits.items()},
+                 "exploration-v1-wide, and its grid maps again as gridmap-pits tasks")
+
+
+def exploration_v1_wide_test_pits() -> Suite:
+    """``exploration-v1-wide-test-pits``: exploration-v1-wide-test, and its 30 grid maps again
+    with pits."""
+    return Suite("exploration-v1-wide-test-pits", 1,
+                 {"test": with_pits(exploration_v1_wide_test().splits["test"])},
+                 "exploration-v1-wide-test, and its grid maps again as gridmap-pits tasks")
+
+
 #: TextMiniGrid search tasks from seeds 3000..: outside both splits, the few-shot examples'
 #: 1000-1099 and textminigrid-v1's train seeds 2000..
 TEXTMINIGRID_XL_PER_CONFIG = 60

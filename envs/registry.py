@@ -27,6 +27,7 @@ FAMILIES: list[str] = [
     "clew.envs.rooms.family:FAMILY",
     "clew.envs.oracle_search.family:FAMILY",
     "clew.envs.gridmap.family:FAMILY",
+    "clew.envs.gridmap.family:PITS_FAMILY",
     "clew.envs.textminigrid.family:FAMILY",
     "clew.envs.browsergym.family:FAMILY",
 ]

@@ -24,6 +24,9 @@ SUITES: dict[str, str] = {
     "exploration-v1-gridmap-xl": "clew.envs.exploration_suite:exploration_v1_gridmap_xl",
     "exploration-v1-textminigrid-xl":
         "clew.envs.exploration_suite:exploration_v1_textminigrid_xl",
+    "exploration-v1-gridmap-pits-xl": "clew.envs.exploration_suite:exploration_v1_gridmap_pits_xl",
+    "exploration-v1-wide-pits": "clew.envs.exploration_suite:exploration_v1_wide_pits",
+    "exploration-v1-wide-test-pits": "clew.envs.exploration_suite:exploration_v1_wide_test_pits",
 }
 
 # Superseded suite -> the suite that replaced it (docs/methods/instances.md: version, don't

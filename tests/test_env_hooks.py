@@ -57,7 +57,8 @@ def test_family_defaults_to_the_class_name_and_families_declare_their_own():
 
     assert LineEnv.family == "toy-line" and Variant.family == "toy-line-variant"
     builtin = {name: make(name).family for name in ENVS if not name.startswith("toy-")}
-    assert builtin == {"rooms": "rooms", "gridmap": "gridmap", "textminigrid": "textminigrid",
+    assert builtin == {"rooms": "rooms", "gridmap": "gridmap", "gridmap-pits": "gridmap-pits",
+                       "textminigrid": "textminigrid",
                        "hillsearch": "hill", "treesearch": "tree", "maxsatsearch": "maxsat",
                        "browsergym": "browsergym"}
 

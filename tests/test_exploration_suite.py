@@ -5,6 +5,7 @@ import asyncio
 import math
 
 import pytest
+from clew.envs import make
 from clew.envs.exploration_suite import exploration_v1, exploration_v2
 from clew.envs.suites import get_suite, resolve
 from clew.runner.episodes import run_episode
@@ -137,3 +138,25 @@ def test_wide_test_split_holds_thirty_test_tasks_a_family_apart_from_the_train_t
     by_task = {task(t): t.id for t in train}
     shared = [(t.id, by_task[task(t)]) for t in test if task(t) in by_task]
     assert shared == [("xv1/textminigrid/r1-low/s235", "xv1/textminigrid/r1-low/s3072")]
+
+
+def test_pit_suites_are_the_same_grid_maps_under_the_pits_env():
+    """docs/methods/envs.md#pits: exploration-v1-wide(-test)-pits hold their suite and its grid
+    maps again as gridmap-pits tasks; exploration-v1-gridmap-pits-xl the xl train maps and the
+    wide test maps, with pits only. Every pits task plays, with two pits."""
+    for name, split in (("exploration-v1-wide", "train"), ("exploration-v1-wide-test", "test")):
+        plain, pits = resolve(f"{name}:{split}"), resolve(f"{name}-pits:{split}")
+        grid = [t for t in plain if t.env == "gridmap"]
+        assert pits[:len(plain)] == plain and len(pits) == len(plain) + len(grid)
+        copies = pits[len(plain):]
+        assert {t.env for t in copies} == {"gridmap-pits"}
+        assert [(t.id, t.params, t.seed) for t in copies] == [
+            (f"{t.id}-pits", t.params, t.seed) for t in grid]
+    xl = get_suite("exploration-v1-gridmap-pits-xl")
+    assert [t.params for t in xl.split("train")] == [
+        t.params for t in resolve("exploration-v1-gridmap-xl:train")]
+    assert xl.split("test") == resolve("exploration-v1-wide-test-pits:test")[-30:]
+    env = make("gridmap-pits")
+    for task in xl.split("test"):
+        env.reset(task)
+        assert len(env.pit_cells) == 2

@@ -231,3 +231,51 @@ def test_oracle_exposes_ground_truth():
                             {"G": []}, {"G": (2, 1)}, "G")
     env2, _ = fresh(walled)
     assert env2.oracle().distance((0, 1), (2, 1)) == 4  # around the wall, not Manhattan 2
+
+
+# --- pits (docs/methods/envs.md#pits) ------------------------------------------------------------
+def test_pits_are_leaves_seeded_by_the_task_that_leave_the_map_s_distances_alone():
+    inst = instance_b()            # the full 3x3 box: the pits hang off its top row or right column
+    env, _ = fresh(pits=2)
+    pits = env.pit_cells
+    assert len(pits) == 2 and not pits & inst.cells
+    cells = env.instance.cells
+    for pit in pits:
+        assert sum((pit[0] + dx, pit[1] + dy) in cells for dx, dy in DIRECTIONS.values()) == 1
+    assert all(env.instance.distances(a, b) == inst.distances(a, b)
+               for a in inst.cells for b in inst.cells)
+    assert fresh(pits=2)[0].pit_cells == pits                      # the same task, the same pits
+    other = GridMapEnv(pits=2)
+    other.reset(Task("gridmap", inst.to_params(), id="t2"))
+    assert other.pit_cells != pits
+    assert fresh()[0].pit_cells == frozenset() and fresh()[1].text == fresh(pits=0)[1].text
+    with pytest.raises(ValueError, match="pits"):
+        GridMapEnv(pits=-1)
+
+
+def test_a_pit_keeps_the_walker_until_a_restore_takes_it_back():
+    env, _ = fresh(pits=1)
+    (pit,) = env.pit_cells
+    (edge,) = env.instance.adj[pit]
+    while env.state.pos != edge:     # the 3x3 box is all open: a greedy walk gets there
+        (x, y), (tx, ty) = env.state.pos, edge
+        env.step("right" if tx > x else "left" if tx < x else "up" if ty > y else "down")
+    before, into = env.snapshot(), next(d for d in env.legal_actions()
+                                        if (edge[0] + DIRECTIONS[d][0],
+                                            edge[1] + DIRECTIONS[d][1]) == pit)
+    step = env.step(into)
+    assert step.valid and "fell into a pit" in step.obs.text and env.state.pos == pit
+    assert env.progress() == 0.0 and env.steps_to_goal() == float("inf")
+    key = env.state_key()
+    for _ in range(3):
+        (move,) = env.legal_actions()
+        step = env.step(move)
+        assert step.valid and env.state_key() == key and "in a pit" in step.obs.text
+    clone = env.copy()
+    assert clone.pit_cells == env.pit_cells and clone.state_key() == key
+    steps = env.clock()
+    env.restore(before, keep_clock=True)    # a backtrack: the pit found stays found
+    assert env.state.pos == edge and env.clock() == steps and env.legal_actions()
+    assert f"A pit lies {into}." in env.observation().text and into in env.legal_actions()
+    env.restore(before)                     # a simulator's restore: all as it was
+    assert "pit" not in env.observation().text

@@ -110,6 +110,10 @@ class DataConfig(BaseModel):
     el_back_one: Literal["id", "bare"] = Field("id", description=(
         "how an EL backtrack to the state just before is written: backtrack S<k>, or the bare "
         "backtrack, which names no id (docs/methods/exploratory-learning.md#backtrack-turns)"))
+    el_undone: Literal["train", "skip"] = Field("train", description=(
+        "the EL moves a later backtrack undid (into a detour or a dead end): targets like the "
+        "others, or context only, so that EL learns to leave a wrong branch, not to enter it "
+        "(docs/methods/exploratory-learning.md#undone-moves)"))
     il_max_actions: int | None = Field(None, ge=1)
     il_path: Literal["executed", "shortcut"] = Field("executed", description=(
         "what IL imitates: the executed actions, or the shortest path through the states the "
@@ -164,6 +168,13 @@ class DataConfig(BaseModel):
                              f"{', '.join(sorted(ENVS))}")
         return cuts
 
+    @model_validator(mode="after")
+    def _undone_needs_prefixes(self) -> DataConfig:
+        if self.el_undone == "skip" and self.sample_mode != "prefix_last":
+            raise ValueError("el_undone: skip needs sample_mode prefix_last (in a full sample "
+                             "an unweighted turn cannot follow a weighted one)")
+        return self
+
     def min_grade_of(self, env: str) -> float:
         """The grade cut of ``env``'s episodes: its ``env_select_min_grade`` entry, else
         ``select_min_grade``."""
@@ -179,7 +190,8 @@ class DataConfig(BaseModel):
             sample_mode=self.sample_mode, window=self.window_of(env),
             strict_replay=self.strict_replay, el_traversals=self.el_traversals,
             dead_end_margin=self.dead_end_margin, el_over_budget=self.el_over_budget,
-            il_path=self.il_path, el_dead_ends=self.el_dead_ends, el_back_one=self.el_back_one)
+            il_path=self.il_path, el_dead_ends=self.el_dead_ends, el_back_one=self.el_back_one,
+            el_undone=self.el_undone)
 
     def pair_options(self, env: str = "") -> PairOptions:
         return PairOptions(self.pair_margin, self.pair_min_visits, self.value_min_visits,
@@ -190,7 +202,8 @@ class DataConfig(BaseModel):
         old = {k for k, v in (("env_window", {}), ("env_select_min_grade", {}),
                               ("el_traversals", "all"), ("dead_end_margin", 0.1),
                               ("el_over_budget", "skip"), ("il_path", "executed"),
-                              ("el_dead_ends", False), ("el_back_one", "id"))
+                              ("el_dead_ends", False), ("el_back_one", "id"),
+                              ("el_undone", "train"))
                if getattr(self, k) == v}
         if VALUE_SUBSET not in self.subsets and self.value_target == "q":
             old.add("value_target")

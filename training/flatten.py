@@ -488,6 +488,7 @@ class Chat:
     valid: list[bool] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
     state_ids: list[int] = field(default_factory=list)   # state each turn is issued from
+    undone: list[bool] = field(default_factory=list)     # a later backtrack undid the move
     mismatches: int = 0
     first_mismatch: str | None = None
     skipped: int = 0                      # no-op backtracks left out
@@ -529,6 +530,7 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
     path = [0]
     snaps = {0: env.snapshot()} if env.flags.supports_backtrack else {}
     sid_of: dict[int, int] = {} if root is None else {id(root): 0}  # id(node) -> state id
+    made_by: dict[int, int] = {}          # state id -> the assistant turn whose move made it
     next_id = 1
     pending: str | None = None           # the user turn after the last replayed action
     for i, turn in enumerate(turns):
@@ -546,6 +548,7 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
         chat.state_ids.append(path[-1])
         chat.messages.append({"role": "assistant", "content": turn.text})
         chat.kinds.append(turn.kind)
+        chat.undone.append(False)
         if track is not None:
             track.assess(path[-1], turn.text)
         decision = decide(turn.text, path)
@@ -556,6 +559,8 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
                                   f"{[f'S{s}' for s in path]}")
             env.restore(snaps[k], keep_clock=True)
             env.set_clock(env.clock() + 1)
+            for sid in path[path.index(k) + 1:]:
+                chat.undone[made_by[sid]] = True
             del path[path.index(k) + 1:]
             chat.valid.append(True)
             if track is not None:
@@ -568,6 +573,7 @@ def teacher_force(env: Env, task: Task, turns: list[Turn], fmt: str = "el", *,
         if step.valid:
             sid, next_id = next_id, next_id + 1
             path.append(sid)
+            made_by[sid] = len(chat.kinds) - 1
             if env.flags.supports_backtrack:
                 snaps[sid] = env.snapshot()
             if track is not None:
@@ -618,8 +624,10 @@ class Sample:
 
 
 def make_samples(chat: Chat, mode: str = "prefix_last", window: ChatWindow | None = None,
-                 drop_reflection_mentions: bool = True) -> tuple[list[Sample], dict[str, int]]:
+                 drop_reflection_mentions: bool = True,
+                 drop_undone: bool = False) -> tuple[list[Sample], dict[str, int]]:
     """Training samples of one chat, and counts of dropped targets (docs/methods/exploratory-learning.md#samples-and-loss-weights).
+    ``drop_undone``: the moves a later backtrack undid are context, not targets.
 
     ``prefix_last``: one sample per valid assistant turn, the prefix ending there, weight 1 on
     that turn only, cut to ``window`` (:class:`~clew.agents.window.ChatWindow`; default 2 + 6
@@ -627,11 +635,15 @@ def make_samples(chat: Chat, mode: str = "prefix_last", window: ChatWindow | Non
     ``full``: one sample, weight 1 on every valid turn, no elision.
     """
     dropped = {"invalid_target": 0, "mentions_reflections": 0}
+    if drop_undone:
+        dropped["undone"] = 0
     assistant_at = [i for i, m in enumerate(chat.messages) if m["role"] == "assistant"]
     usable = []
     for k, at in enumerate(assistant_at):
         if not chat.valid[k]:
             dropped["invalid_target"] += 1
+        elif drop_undone and chat.undone[k]:
+            dropped["undone"] += 1
         elif drop_reflection_mentions and mentions_reflections(chat.messages[at]["content"]):
             dropped["mentions_reflections"] += 1
         else:
@@ -672,6 +684,7 @@ class ExportOptions:
     il_path: Literal["executed", "shortcut"] = "executed"
     el_dead_ends: bool = False
     el_back_one: Literal["id", "bare"] = "id"
+    el_undone: Literal["train", "skip"] = "train"
 
 
 @dataclass
@@ -741,7 +754,8 @@ def export_episode(record: dict[str, Any], trees: dict[int, Tree], make_env, *,
                 out.el_skipped = (f"too long ({out.el_actions} actions > el_max_actions "
                                   f"{opt.el_max_actions})")
             else:
-                out.el, dropped = make_samples(chat, **cut)
+                out.el, dropped = make_samples(chat, **cut,
+                                               drop_undone=opt.el_undone == "skip")
                 _add(out.counts, dropped, "el")
         except FlattenError as exc:
             out.el_skipped = str(exc)

@@ -128,11 +128,11 @@ def _dead_ends(env: Env, spine: list[Any], spine_actions: list[str], snaps: dict
             probe.step(action)
             if probe.done or probe.state_key() in on:
                 continue
-            back = probe.legal_actions()
+            back, inside = probe.legal_actions(), probe.state_key()
             if len(back) != 1:
                 continue
             probe.step(back[0])
-            if probe.state_key() == key:
+            if probe.state_key() in (key, inside):   # straight back, or nowhere (a pit)
                 detours.setdefault(p, []).append([action])
                 added += 1
     return added

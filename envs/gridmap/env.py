@@ -19,13 +19,19 @@ Decisions taken (docs/methods/metric-explore-exploit-error.md#decisions):
   the node's children plainly ("It leads to: ...") and its parents in the prerequisite text;
   locations are never revealed.
 * Action parsing: :mod:`clew.envs.gridmap.actions`.
+* ``pits=k`` (docs/methods/envs.md#pits): k hidden pits hang off the map, each seeded by the
+  task. Entering one is a valid move; from then on every move is valid and keeps the agent in
+  the pit, until the budget is spent. Only going back (a backtrack, which restores an earlier
+  state) gets out: where a step cannot be undone by walking, going back matters. A backtrack
+  brings the world back but not what was learnt: the pits found stay found, and the observation
+  next to one says where it lies.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
 from clew.envs.gridmap import prompts
@@ -37,12 +43,15 @@ from clew.envs.gridmap.instance import (
     Cell,
     Instance,
     Node,
+    pit_cells,
     prec,
     step_cell,
 )
 from clew.envs.gridmap.prompts import prereq_text
 
 INVALID_POLICIES = ("stay_and_count", "retry_without_step")
+PIT = "You fell into a pit; no move gets you out of it."
+IN_PIT = "You are in a pit; your move did not get you out of it."
 
 # --- state -----------------------------------------------------------------------------------------
 @dataclass
@@ -60,19 +69,21 @@ class GridState:
     goal_known: bool = False
     cell_message: str = ""
     obs: Observation | None = None
+    pits_found: frozenset[Cell] = frozenset()
 
     def copy(self) -> GridState:
         return GridState(
             pos=self.pos, steps=self.steps, observed=set(self.observed), status=dict(self.status),
             done=self.done, success=self.success, invalid=self.invalid,
             consecutive_invalid=self.consecutive_invalid, goal_known=self.goal_known,
-            cell_message=self.cell_message,
+            cell_message=self.cell_message, pits_found=self.pits_found,
             obs=Observation(self.obs.text, dict(self.obs.info)) if self.obs else None,
         )
 
 
 class GridMapEnv(Env):
-    """docs/methods/envs.md#grid-map-with-task-dag environment. Options: ``step_counter``, ``invalid_policy``, ``max_retries``."""
+    """docs/methods/envs.md#grid-map-with-task-dag environment. Options: ``step_counter``,
+    ``invalid_policy``, ``max_retries``, ``pits``."""
 
     name = "gridmap"
     memory_min_score = 0.97    # docs/methods/reflection-memory.md#scores
@@ -80,14 +91,18 @@ class GridMapEnv(Env):
                      outcome_mode="terminal_success", simulation_mode="free")
 
     def __init__(self, step_counter: bool = True, invalid_policy: str = "stay_and_count",
-                 max_retries: int = 3):
+                 max_retries: int = 3, pits: int = 0):
         if invalid_policy not in INVALID_POLICIES:
             raise ValueError(f"gridmap env: invalid_policy {invalid_policy!r} is not one of "
                              f"{', '.join(INVALID_POLICIES)}")
+        if isinstance(pits, bool) or not isinstance(pits, int) or pits < 0:
+            raise ValueError(f"gridmap env: pits must be a whole number >= 0, got {pits!r}")
         self.step_counter = step_counter
         self.invalid_policy = invalid_policy
         self.max_retries = int(max_retries)
+        self.pits = pits
         self.instance: Instance | None = None
+        self.pit_cells: frozenset[Cell] = frozenset()
         self.state: GridState | None = None
 
     # --- core loop -----------------------------------------------------------------------
@@ -95,8 +110,13 @@ class GridMapEnv(Env):
         if task.env != self.name:
             raise ValueError(f"gridmap env cannot run a task of env {task.env!r} ({task.id})")
         self.task = task
-        self.instance = Instance.from_params(task.params)
-        inst = self.instance
+        inst = Instance.from_params(task.params)
+        # pits join the traversable cells as leaves: distances and the budget stay the map's
+        self.pit_cells = pit_cells(inst, self.pits, f"{task.id}:{task.seed}")
+        if self.pit_cells:
+            inst = replace(inst, width=inst.width + 1, height=inst.height + 1,
+                           cells=inst.cells | self.pit_cells)
+        self.instance = inst
         self.state = GridState(pos=inst.start, status={n.name: UNDISCOVERED for n in inst.nodes})
         message = self._arrive(inst.start)
         self.state.cell_message = message
@@ -113,8 +133,11 @@ class GridMapEnv(Env):
         if valid:
             st.consecutive_invalid = 0
             st.steps += 1
-            st.pos = step_cell(st.pos, direction)
-            st.cell_message = self._arrive(st.pos)
+            if st.pos in self.pit_cells:
+                st.cell_message = IN_PIT
+            else:
+                st.pos = step_cell(st.pos, direction)
+                st.cell_message = self._arrive(st.pos)
             error = None
         else:
             st.invalid += 1
@@ -157,9 +180,10 @@ class GridMapEnv(Env):
         return st.copy()
 
     def restore(self, snap: GridState, keep_clock: bool = False) -> None:
-        clock = self.clock()
+        clock, found = self.clock(), self.state.pits_found if self.state else frozenset()
         self.state = snap.copy()
-        if keep_clock:
+        if keep_clock:   # a backtrack: the world goes back, the clock and the pits found do not
+            self.state.pits_found = self.state.pits_found | found
             self.set_clock(clock)
 
     def set_clock(self, steps: int) -> None:
@@ -171,8 +195,8 @@ class GridMapEnv(Env):
         st.obs = self._observe()
 
     def copy(self) -> GridMapEnv:
-        other = GridMapEnv(self.step_counter, self.invalid_policy, self.max_retries)
-        other.task, other.instance = self.task, self.instance
+        other = type(self)(self.step_counter, self.invalid_policy, self.max_retries, self.pits)
+        other.task, other.instance, other.pit_cells = self.task, self.instance, self.pit_cells
         other.state = self.state.copy() if self.state else None
         return other
 
@@ -211,6 +235,8 @@ class GridMapEnv(Env):
         st, inst = self._require()
         if st.success:
             return 1.0
+        if st.pos in self.pit_cells:
+            return 0.0
         achieved = frozenset(u for u, s in st.status.items() if s == ACHIEVED)
         d = inst.moves_to_goal(st.pos, achieved)
         d0 = inst.moves_to_goal(inst.start, frozenset())
@@ -224,7 +250,7 @@ class GridMapEnv(Env):
         st, inst = self._require()
         if st.success:
             return 0.0
-        if st.done:
+        if st.done or st.pos in self.pit_cells:
             return math.inf
         achieved = frozenset(u for u, s in st.status.items() if s == ACHIEVED)
         d = inst.moves_to_goal(st.pos, achieved)
@@ -247,6 +273,9 @@ class GridMapEnv(Env):
         """docs/methods/envs.md#grid-map-with-task-dag arrival processing; returns the cell message of docs/methods/envs.md#grid-map-with-task-dag."""
         st, inst = self.state, self.instance
         st.observed.add(cell)
+        if cell in self.pit_cells:
+            st.pits_found = st.pits_found | {cell}
+            return PIT
         name = inst.node_at.get(cell)
         if name is None:
             return "Nothing is here."
@@ -290,6 +319,9 @@ class GridMapEnv(Env):
         x, y = st.pos
         parts = [f"OBSERVATION: Position [{x}, {y}].", st.cell_message,
                  f"Legal moves: {', '.join(inst.moves[st.pos])}."]
+        if st.pos not in self.pit_cells:
+            parts += [f"A pit lies {d}." for d in inst.moves[st.pos]
+                      if step_cell(st.pos, d) in st.pits_found]
         if self.step_counter:
             parts.append(f"Steps used: {st.steps}.")
         if st.done and not st.success:
@@ -318,6 +350,17 @@ class GridMapEnv(Env):
             "activated": sorted(u for u, s in st.status.items() if s == ACHIEVED),
         }
         return Observation(text, info)
+
+
+class PitsGridMapEnv(GridMapEnv):
+    """The grid map with two hidden pits a map (docs/methods/envs.md#pits), as an env of its own
+    name, ``gridmap-pits``, so that an experiment can hold it as a family beside the plain one."""
+
+    name = "gridmap-pits"
+
+    def __init__(self, step_counter: bool = True, invalid_policy: str = "stay_and_count",
+                 max_retries: int = 3, pits: int = 2):
+        super().__init__(step_counter, invalid_policy, max_retries, pits)
 
 
 @dataclass(frozen=True)

@@ -23,3 +23,13 @@ FAMILY = Family(
     },
     superseded={"gridmap-v1": "gridmap-v2"},
 )
+
+#: the grid map where going back matters (docs/methods/envs.md#pits): the same maps with two
+#: hidden pits each; its tasks are grid-map tasks under this env's name (suites
+#: ``exploration-v1-gridmap-pits-xl``, ``exploration-v1-wide-pits``,
+#: ``exploration-v1-wide-test-pits``). The exploration metrics do not know pits: none here.
+PITS_FAMILY = Family(
+    "gridmap-pits",
+    envs={"gridmap-pits": EnvEntry("clew.envs.gridmap.env:PitsGridMapEnv",
+                                   levels=("presets.exploration_level", "presets.dag_level"))},
+)

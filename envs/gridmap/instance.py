@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -314,6 +315,26 @@ def validate(inst: Instance) -> None:
         raise ValueError(f"{where}: the traversable cells are not connected")
     if inst.budget < 1:
         raise ValueError(f"{where}: budget must be positive")
+
+
+def pit_cells(inst: Instance, count: int, key: str) -> frozenset[Cell]:
+    """``count`` pits for the map of ``inst`` (docs/methods/envs.md#pits): blocked cells of its
+    box, or of the row above and the column right of it, that touch exactly one traversable
+    cell (a full box has few), drawn with a generator seeded by ``key`` (the
+    task), so every run of a task has the same pits. No two pits touch: each is a leaf, no way
+    between two cells of the map passes through one, and distances on the map stay as they were."""
+    candidates = sorted(
+        (x, y) for x in range(inst.width + 1) for y in range(inst.height + 1)
+        if (x, y) not in inst.cells
+        and sum(step_cell((x, y), d) in inst.cells for d in DIRECTIONS) == 1)
+    random.Random(f"pits:{key}").shuffle(candidates)
+    pits: set[Cell] = set()
+    for cell in candidates:
+        if len(pits) >= count:
+            break
+        if not any(step_cell(cell, d) in pits for d in DIRECTIONS):
+            pits.add(cell)
+    return frozenset(pits)
 
 
 def _check_acyclic(nodes: Iterable[Node], where: str) -> None:

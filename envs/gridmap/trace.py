@@ -87,7 +87,7 @@ def exploit_cost(instance: Instance, known: Iterable[tuple[int, int]], achieved:
 def trace(task: Task, episode: Mapping[str, Any]) -> Trace:
     opts = dict(episode.get("env_options") or {})
     env = GridMapEnv(**{k: v for k, v in opts.items()
-                        if k in ("step_counter", "invalid_policy", "max_retries")})
+                        if k in ("step_counter", "invalid_policy", "max_retries", "pits")})
     env.reset(task)
     inst = env.instance
     full = exploit_cost(inst, inst.cells, (), inst.start)
