@@ -3,7 +3,8 @@
 A grid-map **dead end**, as the agent sees it: an observation with one legal move whose cell holds
 a state that is not activated by this visit (it cannot be activated yet, or it already was).
 Walking out and backtracking cost one step each there; a backtrack from a cell where a state was
-just activated would undo it, so such cells are not counted.
+just activated would undo it, so such cells are not counted. A **pit** turn (``gridmap-pits``,
+docs/methods/envs.md#pits) is one in a pit, where no move leads out and only a backtrack does.
 
 For each eval run folder (``clew eval`` output, or a loop's ``round-R/eval/AGENT/FAMILY``), one
 JSON line: episodes, success with its standard error, episodes with a backtrack, the dead-end
@@ -22,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from clew.envs.gridmap.env import IN_PIT, PIT
 from clew.envs.trace import StatePath
 
 LEGAL = re.compile(r"Legal moves: ([a-z, ]+)\.")
@@ -43,6 +45,10 @@ def episode_stats(record: dict[str, Any]) -> Counter:
         if i + 1 < len(steps) and is_dead_end(step["obs"]):
             out["dead_end_turns"] += 1
             out["dead_end_backtracks"] += "backtrack" in (steps[i + 1].get("info") or {})
+        if i + 1 < len(steps) and (PIT in step["obs"] or IN_PIT in step["obs"]):
+            out["pit_turns"] += 1
+            out["pit_backtracks"] += "backtrack" in (steps[i + 1].get("info") or {})
+        out["pit_entries"] += PIT in step["obs"]
         target = (step.get("info") or {}).get("backtrack")
         if target is not None and step["valid"]:
             undone = ids.path[ids.path.index(target) + 1:]
@@ -64,6 +70,8 @@ def summary(name: str, counts: Counter) -> dict[str, Any]:
             "episodes_with_backtrack": counts["with_backtrack"],
             "dead_end_turns": counts["dead_end_turns"],
             "dead_end_backtracks": counts["dead_end_backtracks"],
+            "pit_entries": counts["pit_entries"], "pit_turns": counts["pit_turns"],
+            "pit_backtracks": counts["pit_backtracks"],
             "backtracks": counts["backtracks"],
             "states_back": {("6+" if k == 6 else str(k)): counts[f"back_{k}"]
                             for k in range(1, 7) if counts[f"back_{k}"]},

@@ -44,3 +44,16 @@ def test_dead_end_turns_backtracks_and_what_they_undo(dead):
     s = dead.summary("toy", c + dead.episode_stats({"outcome": {"success": True}, "steps": []}))
     assert s["episodes"] == 2 and s["success"] == 0.5 and s["episodes_with_backtrack"] == 1
     assert s["states_back"] == {"1": 1, "3": 1}
+
+
+def test_pit_turns_and_the_backtracks_out_of_them(dead):
+    record = {"outcome": {"success": False}, "steps": [
+        step("up", "You fell into a pit; no move gets you out of it.", legal="down"),
+        step("down", "You are in a pit; your move did not get you out of it.", legal="down"),
+        step("backtrack", "You backtracked to state S0.", backtrack=0),
+        step("up", "You fell into a pit; no move gets you out of it.", legal="down"),
+    ]}
+    counts = dead.episode_stats(record)
+    # the last turn is not one a decision followed: two pit turns, one left by a backtrack
+    assert (counts["pit_entries"], counts["pit_turns"], counts["pit_backtracks"]) == (2, 2, 1)
+    assert counts["dead_end_turns"] == 0
