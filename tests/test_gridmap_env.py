@@ -7,7 +7,7 @@ from clew.envs.base import Task
 from clew.envs.gridmap.actions import parse_direction
 from clew.envs.gridmap.env import GridMapEnv
 from clew.envs.gridmap.instance import DIRECTIONS, build_instance
-from clew.envs.gridmap.metrics import score_trajectory
+from clew.envs.gridmap.metrics import episode_metrics, score_trajectory
 from clew.envs.gridmap.prompts import prereq_text
 from gridmap_cases import actions_for, instance_b, small_instances, walks
 from hypothesis import HealthCheck, given, settings
@@ -279,3 +279,9 @@ def test_a_pit_keeps_the_walker_until_a_restore_takes_it_back():
     assert f"A pit lies {into}." in env.observation().text and into in env.legal_actions()
     env.restore(before)                     # a simulator's restore: all as it was
     assert "pit" not in env.observation().text
+
+
+def test_the_exploration_metric_leaves_episodes_on_maps_with_pits_alone():
+    task = task_of(instance_b())
+    assert episode_metrics(task, {"actions": ["up"]})["steps"] == 1
+    assert episode_metrics(task, {"actions": ["up"], "env_options": {"pits": 2}}) == {}

@@ -435,7 +435,11 @@ def score_trajectory(task: Task | Instance, actions: Sequence[str], *, case2_str
 
 
 def episode_metrics(task: Task, episode: dict[str, Any]) -> dict[str, Any]:
-    """The registered metric: summary numbers plus the per-step ``labels`` list."""
+    """The registered metric: summary numbers plus the per-step ``labels`` list; nothing for an
+    episode on a map with pits (docs/methods/envs.md#pits), whose moves its replay cannot follow
+    (the record's own outcome stands)."""
+    if isinstance(episode, dict) and (episode.get("env_options") or {}).get("pits"):
+        return {}
     actions = episode.get("actions") if isinstance(episode, dict) else None
     if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
         raise ValueError(f"explore_exploit metric: episode of task {task.id!r} needs "
