@@ -104,11 +104,11 @@ def test_an_env_without_ground_truth_is_undefined_not_zero(tmp_path, capsys):
     doc = diagnose_run(path)
     assert doc["value"] == {} and doc["policy"]["all"]["n"] == 0 and doc["trees"] == 3
     assert doc["skipped"] == {"no ground truth (rooms)": 3}
-    assert families_with_truth() == ["gridmap", "textminigrid"]
+    assert families_with_truth() == ["gridmap", "gridmap-pits", "textminigrid"]
     assert main(["diagnose", str(path)]) == 0
     out = capsys.readouterr().out
     assert "nothing to measure: no ground truth for rooms (Env.steps_to_goal is defined for " \
-           "gridmap, textminigrid)" in out
+           "gridmap, gridmap-pits, textminigrid)" in out
 
 
 def test_unknown_values_are_parse_failures_not_zeros(tmp_path):

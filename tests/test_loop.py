@@ -121,7 +121,8 @@ def test_train_seeds_give_an_evaluation_per_model_and_every_row_the_same_episode
     monkeypatch.setattr("clew.loop.pipeline.evaluate", fake_evaluate)
     cfg = load_config(LoopConfig, "cpu-experiment-oracle-free", ["limit_test=2"],
                       base={"out": str(tmp_path / "loop")}, presets="loop")
-    assert [f.train_seeds for f in cfg.families] == [3, 1, 1, 3]   # grid map, ..., TextMiniGrid
+    # grid map, grid map with pits, rooms, oracle-query, TextMiniGrid
+    assert [f.train_seeds for f in cfg.families] == [3, 3, 1, 1, 3]
     loop = Loop(cfg, say=lambda s: None)
     loop.open(resume=False)
     loop.evaluate_all(None, cfg.baselines, {})
@@ -133,7 +134,8 @@ def test_train_seeds_give_an_evaluation_per_model_and_every_row_the_same_episode
         assert (c.agent_options["model"], c.repeats) == (f"hf:{models / ('el' + tail)}", 1)
     assert runs["baselines/eval/random/gridmap"].repeats == 3    # as many as the three models
     assert runs["baselines/eval/random/rooms"].repeats == 1
-    assert runs["baselines/eval/random/textminigrid"].repeats == 6
+    assert runs["baselines/eval/random/gridmap-pits"].repeats == 6   # twice a task, 3 models
+    assert runs["baselines/eval/random/textminigrid"].repeats == 3
     assert "round-1/eval/el-distilled/rooms-seed1" not in runs
     rows = loop.rows()
     assert [len(r) for _, r in rows["gridmap"]] == [1, 3]
@@ -242,7 +244,8 @@ def test_a_gate_needs_a_model_per_family_and_tasks_of_each_family(tmp_path):
         load_config(LoopConfig, "demo", ["gate.repeats=1"], presets="loop")
     cfg = load_config(LoopConfig, "cpu-experiment-oracle-free", ["gate.suite=gridmap-mini:test"],
                       base={"out": str(tmp_path / "loop")}, presets="loop")
-    with pytest.raises(ConfigError, match="gate: 'rooms' has no task in gridmap-mini:test"):
+    with pytest.raises(ConfigError, match="gate: 'gridmap-pits' has no task in "
+                                          "gridmap-mini:test"):
         Loop(cfg).open(resume=False)
     assert not (tmp_path / "loop").exists()                      # refused before any write
 
@@ -360,14 +363,15 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
     assert preset.model_per_family and preset.distill == ["el", "il"]
     assert (preset.data["il_path"], preset.data["el_traversals"]) == ("shortcut", "detours")
     families = [f.model_dump() for f in preset.families]
-    assert families[3]["name"] == "textminigrid" and families[3]["train"]["sft"]["max_steps"] > 2
-    families[3]["window"] = {"keep_first_pairs": 0, "keep_last_pairs": 2, "keep_system": False,
+    tg = [f["name"] for f in families].index("textminigrid")
+    assert families[tg]["train"]["sft"]["max_steps"] > 2
+    families[tg]["window"] = {"keep_first_pairs": 0, "keep_last_pairs": 2, "keep_system": False,
                              "trail": True}
-    families[3]["train"] = {"sft": {"max_steps": 3}}   # the family's own steps, over the loop's 2
+    families[tg]["train"] = {"sft": {"max_steps": 3}}   # the family's own steps, over the loop's 2
     # longer walks on a task they solve: the one smoke task must be solved for TextMiniGrid to
     # have chats
-    families[3]["search_options"]["value"].update(horizon=20, rollouts=4)
-    families[3]["train_suite"] = None
+    families[tg]["search_options"]["value"].update(horizon=20, rollouts=4)
+    families[tg]["train_suite"] = None
     config = tmp_path / "cpu-experiment-history2.yaml"
     config.write_text(yaml.safe_dump({**preset.model_dump(), "families": families}))
     rc = main(["loop", "--config", str(config), "--out", str(tmp_path / "x"), *SHORT,
@@ -396,7 +400,7 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
     # TextMiniGrid keeps its family's history and the trail in its samples and in every
     # distilled prompt; the grid map the data's one turn, without the trail
     cfg = LoopConfig(**yaml.safe_load((tmp_path / "x" / "loop.yaml").read_text()))
-    assert cfg.families[3].name == "textminigrid"
+    assert cfg.families[tg].name == "textminigrid"
     r1 = tmp_path / "x" / "round-1"
     for fam, pairs, trail in (("textminigrid", 2, True), ("gridmap", 1, False)):
         opts = yaml.safe_load((r1 / "eval" / "el-distilled" / fam / "config.yaml").read_text())

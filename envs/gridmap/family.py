@@ -31,5 +31,6 @@ FAMILY = Family(
 PITS_FAMILY = Family(
     "gridmap-pits",
     envs={"gridmap-pits": EnvEntry("clew.envs.gridmap.env:PitsGridMapEnv",
+                                   "clew.envs.gridmap.generator:generate_pits_task",
                                    levels=("presets.exploration_level", "presets.dag_level"))},
 )

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -105,6 +106,13 @@ def generate_task(params: dict[str, Any], seed: int) -> Task:
     tag = "" if p["generator_version"] == 1 else f"v{p['generator_version']}-"
     return Task(env="gridmap", params=inst.to_params(), seed=seed,
                 id=f"gridmap-{tag}{p['exploration_level']}-{p['dag_level']}-s{seed}")
+
+
+def generate_pits_task(params: dict[str, Any], seed: int) -> Task:
+    """The generator of ``gridmap-pits`` (docs/methods/envs.md#pits): the same map, under that
+    env's name, its id ending in ``-pits``."""
+    task = generate_task(params, seed)
+    return replace(task, env="gridmap-pits", id=f"{task.id}-pits")
 
 
 def resolve_presets(params: dict[str, Any]) -> dict[str, Any]:
