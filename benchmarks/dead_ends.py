@@ -42,12 +42,14 @@ def episode_stats(record: dict[str, Any]) -> Counter:
     steps = record.get("steps") or []
     ids, reached_by = StatePath(), {0: ""}    # the runner's state ids; the obs that reached each
     for i, step in enumerate(steps):
-        if i + 1 < len(steps) and is_dead_end(step["obs"]):
-            out["dead_end_turns"] += 1
-            out["dead_end_backtracks"] += "backtrack" in (steps[i + 1].get("info") or {})
-        if i + 1 < len(steps) and (PIT in step["obs"] or IN_PIT in step["obs"]):
-            out["pit_turns"] += 1
-            out["pit_backtracks"] += "backtrack" in (steps[i + 1].get("info") or {})
+        if i + 1 < len(steps):      # a turn a decision followed: did it go back?
+            back = "backtrack" in (steps[i + 1].get("info") or {})
+            if is_dead_end(step["obs"]):
+                out["dead_end_turns"] += 1
+                out["dead_end_backtracks"] += back
+            if PIT in step["obs"] or IN_PIT in step["obs"]:
+                out["pit_turns"] += 1
+                out["pit_backtracks"] += back
         out["pit_entries"] += PIT in step["obs"]
         target = (step.get("info") or {}).get("backtrack")
         if target is not None and step["valid"]:

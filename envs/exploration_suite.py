@@ -46,6 +46,7 @@ from typing import Any
 
 from clew.envs.base import Task
 from clew.envs.family import Suite
+from clew.envs.gridmap.generator import pits_task
 from clew.envs.registry import generate
 
 NAME = "exploration-v{}"
@@ -183,8 +184,7 @@ def with_pits(tasks: list[Task], keep: bool = True) -> list[Task]:
     """The grid-map tasks of ``tasks`` again as ``gridmap-pits`` tasks (the same maps, each
     with its pits: docs/methods/envs.md#pits; ids end in ``-pits``), after ``tasks`` when
     ``keep``, else alone."""
-    pits = [replace(t, env="gridmap-pits", id=f"{t.id}-pits") for t in tasks
-            if t.env == "gridmap"]
+    pits = [pits_task(t) for t in tasks if t.env == "gridmap"]
     return [*tasks, *pits] if keep else pits
 
 

@@ -107,35 +107,34 @@ def test_a_pit_next_to_the_shortcut_is_a_dead_end_too():
     assert h.detours == {1: [["p"]]} and h.dead_ends == 1
 
 
+def el(actions, moves, **options):
+    """The EL assistant turns of one hindsight export, and its counts."""
+    rec = {**record(actions), "task": graph_task(moves).to_dict()}
+    opts = ExportOptions(el_traversals="detours", il_path="shortcut", **options)
+    out = export_episode(rec, {}, GraphEnv, options=opts)
+    return [assistant(s) for s in out.el], out.counts
+
+
+BACK = f"{BACKTRACK_TURN}\n\nNext action: ```backtrack"
+
+
 def test_el_enters_a_dead_end_and_backs_out_with_a_bare_backtrack_to_the_state_before():
-    def el(actions, moves, **options):
-        rec = {**record(actions), "task": graph_task(moves).to_dict()}
-        opts = ExportOptions(el_traversals="detours", il_path="shortcut", **options)
-        out = export_episode(rec, {}, GraphEnv, options=opts)
-        return [assistant(s) for s in out.el], out.counts
-    back = f"{BACKTRACK_TURN}\n\nNext action: ```backtrack"
     turns, counts = el(["r", "r"], DEAD, el_dead_ends=True, el_back_one="bare")
-    assert turns == ["Next action: ```r```", "Next action: ```e```", f"{back}```",
+    assert turns == ["Next action: ```r```", "Next action: ```e```", f"{BACK}```",
                      "Next action: ```r```"]
     assert counts["hindsight_dead_ends"] == 1
-    assert el(["r", "r"], DEAD, el_dead_ends=True)[0][2] == f"{back} S1```"
+    assert el(["r", "r"], DEAD, el_dead_ends=True)[0][2] == f"{BACK} S1```"
     # two states back keeps its id
-    assert el(["d", "d", "u", "u", "r", "r"], MOVES, el_back_one="bare")[0][2] == f"{back} S0```"
+    assert el(["d", "d", "u", "u", "r", "r"], MOVES, el_back_one="bare")[0][2] == f"{BACK} S0```"
 
 
 def test_moves_a_backtrack_undid_are_context_only_when_asked():
-    def el(actions, moves, **options):
-        rec = {**record(actions), "task": graph_task(moves).to_dict()}
-        opts = ExportOptions(el_traversals="detours", il_path="shortcut", **options)
-        out = export_episode(rec, {}, GraphEnv, options=opts)
-        return [assistant(s) for s in out.el], out.counts
-    back = f"{BACKTRACK_TURN}\n\nNext action: ```backtrack"
     turns, counts = el(["r", "r"], DEAD, el_dead_ends=True, el_back_one="bare",
                        el_undone="skip")
-    assert turns == ["Next action: ```r```", f"{back}```", "Next action: ```r```"]
+    assert turns == ["Next action: ```r```", f"{BACK}```", "Next action: ```r```"]
     assert counts["el_undone"] == 1
     # a walked detour of two moves (A -d-> X -d-> Y), left by one backtrack: both moves undone
     turns, counts = el(["d", "d", "u", "u", "r", "r"], MOVES, el_undone="skip")
-    assert turns == [f"{back} S0```", "Next action: ```r```", "Next action: ```r```"]
+    assert turns == [f"{BACK} S0```", "Next action: ```r```", "Next action: ```r```"]
     assert counts["el_undone"] == 2
     assert "el_undone" not in el(["r", "r"], DEAD, el_dead_ends=True)[1]

@@ -108,11 +108,15 @@ def generate_task(params: dict[str, Any], seed: int) -> Task:
                 id=f"gridmap-{tag}{p['exploration_level']}-{p['dag_level']}-s{seed}")
 
 
-def generate_pits_task(params: dict[str, Any], seed: int) -> Task:
-    """The generator of ``gridmap-pits`` (docs/methods/envs.md#pits): the same map, under that
-    env's name, its id ending in ``-pits``."""
-    task = generate_task(params, seed)
+def pits_task(task: Task) -> Task:
+    """A grid-map task as a ``gridmap-pits`` task (docs/methods/envs.md#pits): the same map,
+    under that env's name, its id ending in ``-pits``."""
     return replace(task, env="gridmap-pits", id=f"{task.id}-pits")
+
+
+def generate_pits_task(params: dict[str, Any], seed: int) -> Task:
+    """The generator of ``gridmap-pits``: :func:`generate_task`'s map as a :func:`pits_task`."""
+    return pits_task(generate_task(params, seed))
 
 
 def resolve_presets(params: dict[str, Any]) -> dict[str, Any]:
