@@ -1,5 +1,7 @@
 """TextMiniGridEnv: multi-action steps, no-ops, limits, memory, prompts, snapshots (docs/methods/envs.md#textminigrid)."""
 
+import copy
+
 import pytest
 from clew.envs.base import Task
 from clew.envs.registry import make
@@ -286,3 +288,17 @@ def test_keep_clock_and_copy_independence():
     sim.step("Turn Right,Turn Right")
     assert env.clock() == 3 and sim.clock() == 5
     assert env.observation().text == start.text != sim.observation().text
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 50), replies(), replies())
+def test_copy_plays_like_the_original_and_leaves_it_untouched(seed, prefix, suffix):
+    env = TextMiniGridEnv(max_actions=4, trace=True, memory=3)
+    env.reset(gen_task(4, 3, seed))
+    play(env, prefix)
+    before = copy.deepcopy(env.state)
+    sim = env.copy()
+    played = play(sim, suffix)
+    assert env.state == before   # traced poses, seen cells and memory stay the original's
+    assert play(env, suffix) == played
+    assert sim.state == env.state

@@ -42,7 +42,7 @@ from __future__ import annotations
 import copy
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from clew.envs.base import Env, EnvFlags, Observation, Step, Task
@@ -106,6 +106,13 @@ class EpisodeState:
     poses: list[tuple[int, int, int]] = field(default_factory=list)
     moved: list[bool] = field(default_factory=list)
     seen: set[tuple[int, int]] = field(default_factory=set)
+
+    def copy(self) -> EpisodeState:
+        """An independent copy: new containers over the same immutable items (strings, tuples,
+        frozen transitions), at a fraction of a deep copy's cost in the search's walks."""
+        return replace(self, transitions=list(self.transitions), history=list(self.history),
+                       memory=list(self.memory), poses=list(self.poses),
+                       moved=list(self.moved), seen=set(self.seen))
 
 
 @dataclass
@@ -377,12 +384,12 @@ class TextMiniGridEnv(Env):
 
     # --- snapshots ---------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
-        return {"world": self._save_world(), "episode": copy.deepcopy(self.state)}
+        return {"world": self._save_world(), "episode": self.state.copy()}
 
     def restore(self, snap: dict[str, Any], keep_clock: bool = False) -> None:
         clock = self.clock()
         self._load_world(snap["world"])
-        self.state = copy.deepcopy(snap["episode"])
+        self.state = snap["episode"].copy()
         if keep_clock:
             self.set_clock(clock)
 
@@ -408,9 +415,12 @@ class TextMiniGridEnv(Env):
         return copy.deepcopy(payload, self._wall_memo())
 
     def _load_world(self, world: dict[str, Any]) -> None:
-        lv = self.level
         memo = {id(obj): obj for obj in world["grid"].grid if type(obj) is Wall}
-        w = copy.deepcopy(world, memo)
+        self._set_world(copy.deepcopy(world, memo))
+
+    def _set_world(self, w: dict[str, Any]) -> None:
+        """Install a private copy of a saved world in this env's level."""
+        lv = self.level
         lv.grid, lv.carrying, lv.instrs = w["grid"], w["carrying"], w["instrs"]
         lv.instrs.env = lv
         lv.agent_pos, lv.agent_dir, lv.step_count = w["agent_pos"], w["agent_dir"], w["step_count"]
@@ -419,9 +429,10 @@ class TextMiniGridEnv(Env):
         other = copy.copy(self)
         if self.level is not None:
             # A shallow copy shares only what steps never change (rooms, RNG, spaces); the
-            # mutable world is replaced by a private copy through restore.
+            # mutable world and the episode state are replaced by private copies.
             other.level = copy.copy(self.level)
-            other.restore(self.snapshot())
+            other._set_world(self._save_world())   # one deep copy, not a snapshot's two
+            other.state = self.state.copy()
         return other
 
     # --- text for agents ---------------------------------------------------------------------
