@@ -143,6 +143,10 @@ class Gate(BaseModel):
     margin: float = Field(
         0.0, ge=0, description="the new models replace the old only if their headline number "
                                "is higher by more than this (a tie keeps the old)")
+    margin_se: float = Field(
+        0.0, ge=0, description="and by more than this many standard errors of the difference "
+                               "(the two pooled runs' errors in quadrature): a gain within the "
+                               "gate's noise keeps the old models")
 
 
 class LoopConfig(BaseModel):
@@ -538,7 +542,7 @@ class Loop:
                  spec: AgentSpec) -> dict[str, Any]:
         """Play round ``r``'s and round ``old``'s ``kind`` models (each seed's) on the gate
         tasks, each model once (``round-Q/gate/``); the round kept and both pooled numbers."""
-        scores = {}
+        scores, errors = {}, {}
         for q in (r, old):
             episodes = []
             for seed in range(fam.train_seeds):
@@ -554,10 +558,13 @@ class Loop:
             agg = aggregate(episodes)
             key = headline(agg)
             scores[q] = agg["mean"].get(key, math.nan)
-        kept = r if scores[r] > scores[old] + self.cfg.gate.margin else old
+            errors[q] = agg["stderr"].get(key, math.nan)
+        se = math.hypot(errors[r], errors[old])
+        bar = scores[old] + self.cfg.gate.margin + self.cfg.gate.margin_se * se
+        kept = r if scores[r] > bar else old
         self.say(f"    {key} {scores[r]:.3f} (round {r}) against {scores[old]:.3f} (round "
                  f"{old}), {agg['episodes']} episodes each: round {kept}'s models are kept")
-        return {"kept": kept, "key": key, "new": scores[r], "old": scores[old],
+        return {"kept": kept, "key": key, "new": scores[r], "old": scores[old], "se": se,
                 "old_round": old, "episodes": agg["episodes"]}
 
     def train(self, r: int, sizes: dict[str, int]) -> dict[str, list[str]]:
@@ -753,11 +760,21 @@ def gate_lines(loop: Loop, fam: Family) -> list[str]:
                   for key, entry in loop.state["done"].items() if key.startswith(prefix)]
         if judged:
             parts = [f"{name.upper()} {res['new']:.3f} against r{res['old_round']}'s "
-                     f"{res['old']:.3f}: r{res['kept']}'s kept" for name, res in judged]
+                     f"{res['old']:.3f}{in_se(res)}: r{res['kept']}'s kept"
+                     for name, res in judged]
+            rule = (f"; new models replace old ones only if ahead by more than "
+                    f"{loop.cfg.gate.margin_se:g} SE of the difference"
+                    if loop.cfg.gate.margin_se else "")
             lines.append(f"Round {r}'s gate ({judged[0][1]['key']} over {judged[0][1]['episodes']} "
                          f"gate episodes a kind, every seed's model; the r{r} rows play the models "
-                         "kept): " + "; ".join(parts) + "\n")
+                         f"kept{rule}): " + "; ".join(parts) + "\n")
     return lines
+
+
+def in_se(res: dict[str, Any]) -> str:
+    """A gate decision's difference in standard errors, where it has one."""
+    se = res.get("se") or 0.0
+    return f" ({(res['new'] - res['old']) / se:+.1f} SE)" if se > 0 and math.isfinite(se) else ""
 
 
 def html_reports(loop: Loop) -> None:

@@ -220,11 +220,12 @@ def test_the_gate_keeps_new_models_only_if_they_play_the_gate_tasks_better(tmp_p
     loop.search(4)
     assert played[0].agent_options["distilled_policy"]["model"] == f"hf:{models.format(2, 'el')}"
     text = report(loop)
+    rule = "; new models replace old ones only if ahead by more than 1 SE of the difference"
     assert ("Round 2's gate (success over 16 gate episodes a kind, every seed's model; the r2 "
-            "rows play the models kept): EL 1.000 against r1's 0.500: r2's kept; IL 0.500 "
-            "against r1's 1.000: r1's kept") in text
+            f"rows play the models kept{rule}): EL 1.000 against r1's 0.500 (+3.9 SE): r2's kept; IL "
+            "0.500 against r1's 1.000 (-3.9 SE): r1's kept") in text
     assert ("Round 3's gate (success over 16 gate episodes a kind, every seed's model; the r3 "
-            "rows play the models kept): EL 0.000 against r2's 1.000: r2's kept; IL 1.000 "
+            f"rows play the models kept{rule}): EL 0.000 against r2's 1.000: r2's kept; IL 1.000 "
             "against r1's 1.000: r1's kept") in text
     # the gate's time is its runs' (12: four models of each round), the decisions add none
     for entry in loop.state["done"].values():
@@ -237,6 +238,15 @@ def test_the_gate_keeps_new_models_only_if_they_play_the_gate_tasks_better(tmp_p
     played.clear()
     loop.gate(2, trained)
     assert played == [] and loop.kept(2, gridmap, 1)["el"] == models.format(1, "el-seed1")
+    # in standard errors of the difference: 0.500 is 3.9 of them (round 1's 8 of 16 give
+    # 0.129, round 2's 16 of 16 none), so a bar of 4 keeps round 1's models and one of 3 not
+    loop.cfg.gate.margin = 0.0
+    for margin_se, kept in ((4.0, 1), (3.0, 2)):
+        loop.cfg.gate.margin_se = margin_se
+        del loop.state["done"]["r2/gate/gridmap/el"]
+        loop.gate(2, trained)
+        assert loop.kept(2, gridmap, 0)["el"] == models.format(kept, "el")
+    assert "only if ahead by more than 3 SE of the difference" in report(loop)
 
 
 def test_a_gate_needs_a_model_per_family_and_tasks_of_each_family(tmp_path):
