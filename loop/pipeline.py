@@ -41,7 +41,8 @@ import multiprocessing
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -56,6 +57,7 @@ from clew.records.compat import Rename, move_renamed, within
 from clew.reports.report import ReportError, write_report
 from clew.runner.config import ConfigError, EvalConfig, deep_merge, load_yaml, validate
 from clew.runner.evaluate import evaluate
+from clew.runner.shards import merge_shards
 from clew.training.config import TrainConfig
 from clew.training.datasets import (
     VALUE_SUBSET,
@@ -197,6 +199,14 @@ class LoopConfig(BaseModel):
     train_jobs: int = Field(
         1, ge=1, description="models trained at once, each in a process of its own (the tiny "
                              "model trains on one core: 2 on a 2-core machine)")
+    eval_jobs: int = Field(
+        1, ge=1, description="test runs played at once, each in a process of its own with one "
+                             "torch thread (2 on a 2-core machine)")
+    search_jobs: int = Field(
+        1, ge=1, description="processes a family's search runs in: its train tasks split into "
+                             "this many shards (tasks[i::n]) played at once and merged, the "
+                             "same trees as one process (2 on a 2-core machine: a search is "
+                             "one process on one core)")
     tiny_tokenizer: Literal["builtin", "data"] = Field(
         "data", description="a tiny: base model not built yet gets its tokenizer trained on the "
                             "first round's chats (data) or on clew's built-in lines")
@@ -242,9 +252,10 @@ class LoopConfig(BaseModel):
         return self
 
     def comparable(self) -> dict[str, Any]:
-        """What must not change when a loop resumes (``rounds`` may grow; ``train_jobs`` and
-        ``concurrency`` change only how fast it goes)."""
-        return self.model_dump(exclude={"rounds", "out", "train_jobs", "concurrency"})
+        """What must not change when a loop resumes (``rounds`` may grow; ``train_jobs``,
+        ``search_jobs``, ``eval_jobs`` and ``concurrency`` change only how fast it goes)."""
+        return self.model_dump(exclude={"rounds", "out", "train_jobs", "search_jobs",
+                                        "eval_jobs", "concurrency"})
 
 
 # --- set-up -------------------------------------------------------------------------------------
@@ -361,6 +372,35 @@ def train_model(options: dict[str, Any]) -> dict[str, Any]:
             "last_loss": losses[-1] if losses else None, "logged": len(losses)}
 
 
+@contextmanager
+def processes(n: int) -> Iterator[Any]:
+    """A pool of ``n`` spawned processes (a fork would inherit torch's threads and locks), or
+    None for ``n`` < 2; an interrupted or failed loop leaves none of its work running."""
+    pool = multiprocessing.get_context("spawn").Pool(n) if n > 1 else None
+    try:
+        yield pool
+    except BaseException:
+        if pool:
+            pool.terminate()
+        raise
+    finally:
+        if pool:
+            pool.close()
+            pool.join()
+
+
+def play(options: dict[str, Any], threads: int | None = None) -> str:
+    """Play one run from its validated ``EvalConfig`` (as a dict: it may cross to another
+    process), with ``threads`` torch threads if given; its folder."""
+    cfg = EvalConfig.model_validate(options)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    evaluate(cfg, progress=False)
+    return cfg.out
+
+
 # --- stages -------------------------------------------------------------------------------------
 class Loop:
     """One loop's folder, its state and its stages (what :func:`run_loop` drives)."""
@@ -415,6 +455,12 @@ class Loop:
         """Play ``fam``'s ``split`` tasks (train, test or gate) with ``spec`` into ``run``; test
         tasks ``times`` times their repeats (an agent with no model of a family with
         ``train_seeds``)."""
+        evaluate(self.eval_config(spec, fam, split, run, times), progress=False)
+        return str(run)
+
+    def eval_config(self, spec: AgentSpec, fam: Family, split: str, run: Path,
+                    times: int = 1) -> EvalConfig:
+        """The run config of :meth:`run_agent`."""
         options = spec.agent_options
         options = {"label": spec.label, **options} if spec.agent != "random" else options
         window = fam.window or self.data_window
@@ -434,13 +480,12 @@ class Loop:
                         times * (spec.test_repeats or fam.test_repeats),
                         self.cfg.limit_repeats or 10**9),
             resume=(run / "config.yaml").exists(), parse_failure_rate=self.cfg.parse_failure_rate)
-        evaluate(cfg, progress=False)
-        return str(run)
+        return cfg
 
     def search(self, r: int) -> list[str]:
         cfg = self.cfg
         spec = cfg.search if r == 1 or cfg.next_search is None else cfg.next_search
-        runs = []
+        plans = []
         for fam in cfg.families:
             # the family's settings go to every round's search
             options = deep_merge(spec.agent_options, fam.search_options)
@@ -455,10 +500,53 @@ class Loop:
                 options = fill(options, models | {"out": str(self.out)})
             this = spec.model_copy(update={"agent_options": options})
             run = self.out / f"round-{r}" / "search" / fam.name
-            runs.append(self.stage(f"r{r}/search/{fam.name}",
-                                   f"round {r} search: {spec.label} on {fam.name} (train)",
-                                   lambda s=this, f=fam, p=run: self.run_agent(s, f, "train", p)))
-        return runs
+            plans.append((fam, this, run))
+        if cfg.search_jobs > 1:
+            return self.search_in_shards(r, spec.label, plans)
+        return [self.stage(f"r{r}/search/{fam.name}",
+                           f"round {r} search: {spec.label} on {fam.name} (train)",
+                           lambda s=this, f=fam, p=run: self.run_agent(s, f, "train", p))
+                for fam, this, run in plans]
+
+    def search_in_shards(self, r: int, label: str,
+                         plans: list[tuple[Family, AgentSpec, Path]]) -> list[str]:
+        """The searches of ``plans`` with ``search_jobs`` processes: each family's train tasks in
+        that many shards (``round-R/search/shards/FAMILY/I-of-N``), every family's started at
+        once in family order, each merged into ``round-R/search/FAMILY`` as ``clew merge`` does
+        (docs/scale-out.md). Tasks are seeded one by one, so the trees are those of one
+        process."""
+        n = self.cfg.search_jobs
+        shards: dict[str, list[tuple[Path, EvalConfig]]] = {}
+        for fam, spec, run in plans:
+            if f"r{r}/search/{fam.name}" in self.state["done"]:
+                continue
+            tasks = self.tasks[fam.name, "train"].read_text().count("\n")
+            parts = min(n, tasks)
+            folder = self.out / f"round-{r}" / "search" / "shards" / fam.name
+            shards[fam.name] = [
+                (folder / f"{i}-of-{parts}",
+                 self.eval_config(spec, fam, "train", folder / f"{i}-of-{parts}")
+                 .model_copy(update={"shard": f"{i}/{parts}"})) for i in range(parts)]
+
+        def merged(fam: Family, run: Path) -> str:
+            for i in range(len(shards[fam.name])):
+                started[fam.name, i].get()
+            shutil.rmtree(run, ignore_errors=True)   # a merge that did not finish restarts
+            merge_shards([path for path, _ in shards[fam.name]], run)
+            return str(run)
+
+        with processes(n if shards else 0) as pool:
+            started = {(name, i): pool.apply_async(play, (c.model_dump(mode="json"),))
+                       for name, parts in shards.items() for i, (_, c) in enumerate(parts)
+                       } if pool else {}
+            if pool:
+                self.say(f"round {r} search: {len(started)} shards of {len(shards)} families, "
+                         f"{n} at once, a process each")
+            return [self.stage(f"r{r}/search/{fam.name}",
+                               f"round {r} search: {label} on {fam.name} (train), "
+                               f"{len(shards.get(fam.name, []))} shards",
+                               lambda f=fam, p=run: merged(f, p))
+                    for fam, _, run in plans]
 
     def data(self, r: int, runs: list[str]) -> dict[str, int]:
         folder = self.out / f"round-{r}" / "data"
@@ -605,15 +693,14 @@ class Loop:
                     jobs.append((group, kind, key + seeded(seed), this.model_dump(mode="json"),
                                  what + (f", train seed + {seed}" if seed else "")))
         pending = [job for job in jobs if job[2] not in self.state["done"]]
-        pool, started = None, {}
-        if self.cfg.train_jobs > 1 and len(pending) > 1:
-            at_once = min(self.cfg.train_jobs, len(pending))
-            pool = multiprocessing.get_context("spawn").Pool(at_once)
-            started = {key: pool.apply_async(train_model, (options,))
-                       for _, _, key, options, _ in pending}
-            self.say(f"round {r} train: {len(started)} models, {at_once} at once, a process each")
+        at_once = min(self.cfg.train_jobs, len(pending))
         trained: dict[str, list[str]] = {fam.name: [] for fam in self.cfg.families}
-        try:
+        with processes(at_once) as pool:
+            started = {key: pool.apply_async(train_model, (options,))
+                       for _, _, key, options, _ in pending} if pool else {}
+            if pool:
+                self.say(f"round {r} train: {len(started)} models, {at_once} at once, "
+                         "a process each")
             for group, kind, key, options, what in jobs:
                 work = ((lambda a=started[key]: a.get()) if key in started
                         else (lambda o=options: train_model(o)))
@@ -624,14 +711,6 @@ class Loop:
                 if res.get("first_loss") is not None:
                     self.say(f"    loss {res['first_loss']:.2f} -> {res['last_loss']:.2f} "
                              f"({res['logged']} logged steps)")
-        except BaseException:
-            if pool:
-                pool.terminate()   # an interrupted or failed loop leaves no training behind
-            raise
-        finally:
-            if pool:
-                pool.close()
-                pool.join()
         return trained
 
     @staticmethod
@@ -666,6 +745,7 @@ class Loop:
     def evaluate_all(self, r: int | None, specs: list[AgentSpec],
                      trained: dict[str, list[str]]) -> None:
         where = "baselines" if r is None else f"round-{r}"
+        plays = []
         for spec in specs:
             needs = named_models(spec)
             for fam in self.cfg.families:
@@ -682,10 +762,27 @@ class Loop:
                     this = spec.model_copy(update={"agent_options": fill(spec.agent_options,
                                                                          values)})
                     name = f"{spec.label}/{fam.name}{seeded(seed)}"
-                    self.stage(f"{where}/eval/{name}", f"{where} evaluate: {spec.label} on "
-                               f"{fam.name}{seeded(seed)} (test)",
-                               lambda s=this, f=fam, p=self.out / where / "eval" / name, n=times:
-                               self.run_agent(s, f, "test", p, n))
+                    what = f"{where} evaluate: {spec.label} on {fam.name}{seeded(seed)} (test)"
+                    run = self.out / where / "eval" / name
+                    plays.append((f"{where}/eval/{name}", what,
+                                  self.eval_config(this, fam, "test", run, times)))
+        self.play_all(plays, self.cfg.eval_jobs, f"{where} evaluate")
+
+    def play_all(self, plays: list[tuple[str, str, EvalConfig]], jobs: int, what: str) -> None:
+        """Play each ``(stage key, what, run config)`` as a stage, in order; with ``jobs`` > 1
+        the runs not done play at once in that many spawned processes with one torch thread
+        each (the tiny model's batches are too small for two), and each stage waits for its
+        own."""
+        pending = [(key, cfg) for key, _, cfg in plays if key not in self.state["done"]]
+        at_once = min(jobs, len(pending))
+        with processes(at_once) as pool:
+            started = {key: pool.apply_async(play, (cfg.model_dump(mode="json"), 1))
+                       for key, cfg in pending} if pool else {}
+            if pool:
+                self.say(f"{what}: {len(started)} runs, {at_once} at once, a process each")
+            for key, say, cfg in plays:
+                self.stage(key, say, (lambda a=started[key]: a.get()) if key in started
+                           else (lambda c=cfg: play(c.model_dump(mode="json"))))
 
     def rows(self) -> dict[str, list[tuple[str, list[Path]]]]:
         """Per family, the (name, runs) pairs evaluated so far, baselines, then round by round:

@@ -19,6 +19,7 @@ from clew.loop.pipeline import (
     standard_errors_apart,
     with_window,
 )
+from clew.records import RunDir
 from clew.runner.config import ConfigError, load_config
 
 TINY_TRAIN = ["train.sft.max_steps=2", "train.sft.logging_steps=1"]
@@ -437,3 +438,63 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
     for fam in ("gridmap", "textminigrid"):
         assert (tmp_path / "x" / "report" / fam / "report.html").exists()
         assert list((tmp_path / "x" / "report" / fam / "plots").glob("*.png")), fam
+
+
+def test_a_search_in_shards_makes_the_trees_of_one_process(tmp_path):
+    """search_jobs: each family's train tasks in shards played by processes at once, merged
+    into the family's search run: the same episodes and trees as one process, and a resumed
+    round finds the merged runs done (docs/methods/loop.md#configuration)."""
+    def untimed(record):   # every field but the times measured
+        if isinstance(record, dict):
+            return {k: untimed(v) for k, v in record.items() if k not in ("wall_s", "seconds")}
+        return [untimed(v) for v in record] if isinstance(record, list) else record
+
+    def searched(n: int) -> dict[str, dict[str, str]]:
+        cfg = load_config(LoopConfig, "cpu-experiment-oracle-free",
+                          ["limit_train=3", f"search_jobs={n}",
+                           "train_suite=exploration-v1-gridmap-pits-xl:train",
+                           "test_suite=exploration-v1-gridmap-pits-xl:test"],
+                          base={"out": str(tmp_path / f"jobs{n}")}, presets="loop")
+        cfg = cfg.model_copy(update={"families": [cfg.families[1]], "gate": None})
+        loop = Loop(cfg, say=lambda s: None)
+        loop.open(resume=False)
+        runs = loop.search(1)
+        assert runs == [str(tmp_path / f"jobs{n}" / "round-1" / "search" / "gridmap-pits")]
+        out = {}
+        for run in map(Path, runs):
+            episodes = [json.loads(line)
+                        for line in (run / "episodes.jsonl").read_text().splitlines()]
+            assert len(episodes) == 3
+            out[run.name] = {"episodes": untimed(sorted(episodes, key=lambda e: e["key"]))}
+            for tree in sorted(run.glob("trees/*/*.json.gz")):
+                out[run.name][str(tree.relative_to(run))] = untimed(json.loads(
+                    gzip.decompress(tree.read_bytes())))
+        if n > 1:
+            shards = sorted(p.name for p in (tmp_path / f"jobs{n}" / "round-1" / "search" /
+                                             "shards" / "gridmap-pits").iterdir())
+            assert shards == ["0-of-2", "1-of-2"]
+            assert loop.search(1) == runs   # done before: nothing is played or merged again
+        return out
+
+    one, two = searched(1), searched(2)
+    assert one.keys() == two.keys() and len(one["gridmap-pits"]) > 3
+    assert one == two
+
+
+def test_test_runs_in_processes_play_the_episodes_of_one(tmp_path):
+    """eval_jobs: the test runs of every family at once in processes, each its own stage, the
+    same episodes as one after the other (docs/methods/loop.md#configuration)."""
+    played = {}
+    for n in (1, 2):
+        cfg = load_config(LoopConfig, "cpu-experiment-oracle-free",
+                          ["limit_test=2", f"eval_jobs={n}"],
+                          base={"out": str(tmp_path / f"jobs{n}")}, presets="loop")
+        loop = Loop(cfg, say=lambda s: None)
+        loop.open(resume=False)
+        loop.evaluate_all(None, cfg.baselines, {})
+        keys = [k for k in loop.state["done"] if k.startswith("baselines/eval/")]
+        assert keys == [f"baselines/eval/random/{f.name}" for f in cfg.families]
+        played[n] = {k: sorted((e["key"], e["actions"], e["outcome"]) for e in
+                               RunDir(Path(loop.state["done"][k]["result"])).episodes())
+                     for k in keys}
+    assert played[1] == played[2] and all(played[1].values())
