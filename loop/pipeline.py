@@ -630,19 +630,22 @@ class Loop:
                  spec: AgentSpec) -> dict[str, Any]:
         """Play round ``r``'s and round ``old``'s ``kind`` models (each seed's) on the gate
         tasks, each model once (``round-Q/gate/``); the round kept and both pooled numbers."""
-        scores, errors = {}, {}
+        plays = []
         for q in (r, old):
-            episodes = []
             for seed in range(fam.train_seeds):
                 name = f"{spec.label}/{fam.name}{seeded(seed)}"
                 values = {"out": str(self.out), kind: self.models(q, fam, seed)[kind]}
                 this = spec.model_copy(update={"agent_options": fill(spec.agent_options,
                                                                      values)})
-                run = self.stage(f"round-{q}/gate/{name}",
-                                 f"    round {q}'s model{seeded(seed)} on the gate tasks",
-                                 lambda s=this, p=self.out / f"round-{q}" / "gate" / name:
-                                 self.run_agent(s, fam, "gate", p))
-                episodes += RunDir(Path(run)).episodes()
+                plays.append((f"round-{q}/gate/{name}",
+                              f"    round {q}'s model{seeded(seed)} on the gate tasks",
+                              self.eval_config(this, fam, "gate",
+                                               self.out / f"round-{q}" / "gate" / name)))
+        self.play_all(plays, self.cfg.eval_jobs, f"round {r} gate")
+        scores, errors = {}, {}
+        for q in (r, old):
+            episodes = [e for key, _, cfg in plays if key.startswith(f"round-{q}/")
+                        for e in RunDir(Path(cfg.out)).episodes()]
             agg = aggregate(episodes)
             key = headline(agg)
             scores[q] = agg["mean"].get(key, math.nan)

@@ -120,8 +120,8 @@ def test_train_seeds_give_an_evaluation_per_model_and_every_row_the_same_episode
         (Path(cfg.out) / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     monkeypatch.setattr("clew.loop.pipeline.evaluate", fake_evaluate)
-    cfg = load_config(LoopConfig, "cpu-experiment-oracle-free", ["limit_test=2"],
-                      base={"out": str(tmp_path / "loop")}, presets="loop")
+    cfg = load_config(LoopConfig, "cpu-experiment-oracle-free", ["limit_test=2", "eval_jobs=1"],
+                      base={"out": str(tmp_path / "loop")}, presets="loop")   # a fake evaluate
     # grid map, grid map with pits, rooms, oracle-query, TextMiniGrid
     assert [f.train_seeds for f in cfg.families] == [3, 3, 1, 1, 3]
     loop = Loop(cfg, say=lambda s: None)
@@ -174,7 +174,8 @@ def test_the_gate_keeps_new_models_only_if_they_play_the_gate_tasks_better(tmp_p
 
     monkeypatch.setattr("clew.loop.pipeline.evaluate", fake_evaluate)
     cfg = load_config(LoopConfig, "cpu-experiment-oracle-free",
-                      ["rounds=3", "gate.limit=4", "gate.repeats=2"],
+                      ["rounds=3", "gate.limit=4", "gate.repeats=2", "eval_jobs=1",
+                       "search_jobs=1"],
                       base={"out": str(tmp_path / "loop")}, presets="loop")
     gridmap = cfg.families[0].model_copy(update={"train_seeds": 2})
     cfg = cfg.model_copy(update={"families": [gridmap], "train_suite": "gridmap-v1:train",
