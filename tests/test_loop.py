@@ -444,7 +444,7 @@ def test_cpu_experiment_smoke(tmp_path, capsys):
 def test_a_search_in_shards_makes_the_trees_of_one_process(tmp_path):
     """search_jobs: each family's train tasks in shards played by processes at once, merged
     into the family's search run: the same episodes and trees as one process, and a resumed
-    round finds the merged runs done (docs/methods/loop.md#configuration)."""
+    round finds the merged runs done (docs/methods/loop.md#config)."""
     def untimed(record):   # every field but the times measured
         if isinstance(record, dict):
             return {k: untimed(v) for k, v in record.items() if k not in ("wall_s", "seconds")}
@@ -484,7 +484,7 @@ def test_a_search_in_shards_makes_the_trees_of_one_process(tmp_path):
 
 def test_test_runs_in_processes_play_the_episodes_of_one(tmp_path):
     """eval_jobs: the test runs of every family at once in processes, each its own stage, the
-    same episodes as one after the other (docs/methods/loop.md#configuration)."""
+    same episodes as one after the other (docs/methods/loop.md#config)."""
     played = {}
     for n in (1, 2):
         cfg = load_config(LoopConfig, "cpu-experiment-oracle-free",
