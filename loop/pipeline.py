@@ -512,9 +512,10 @@ class Loop:
                          plans: list[tuple[Family, AgentSpec, Path]]) -> list[str]:
         """The searches of ``plans`` with ``search_jobs`` processes: each family's train tasks in
         that many shards (``round-R/search/shards/FAMILY/I-of-N``), every family's started at
-        once in family order, each merged into ``round-R/search/FAMILY`` as ``clew merge`` does
-        (docs/scale-out.md). Tasks are seeded one by one, so the trees are those of one
-        process."""
+        once in family order, each in a process with one torch thread (a distilled prior's
+        batches are too small for two), and merged into ``round-R/search/FAMILY`` as
+        ``clew merge`` does (docs/scale-out.md). Tasks are seeded one by one, so a search whose
+        roles call no model makes the trees of one process."""
         n = self.cfg.search_jobs
         shards: dict[str, list[tuple[Path, EvalConfig]]] = {}
         for fam, spec, run in plans:
@@ -536,7 +537,7 @@ class Loop:
             return str(run)
 
         with processes(n if shards else 0) as pool:
-            started = {(name, i): pool.apply_async(play, (c.model_dump(mode="json"),))
+            started = {(name, i): pool.apply_async(play, (c.model_dump(mode="json"), 1))
                        for name, parts in shards.items() for i, (_, c) in enumerate(parts)
                        } if pool else {}
             if pool:
