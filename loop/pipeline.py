@@ -450,17 +450,11 @@ class Loop:
         atomic_write_json(self.state_file, self.state)
         return result
 
-    def run_agent(self, spec: AgentSpec, fam: Family, split: str, run: Path,
-                  times: int = 1) -> str:
-        """Play ``fam``'s ``split`` tasks (train, test or gate) with ``spec`` into ``run``; test
-        tasks ``times`` times their repeats (an agent with no model of a family with
-        ``train_seeds``)."""
-        evaluate(self.eval_config(spec, fam, split, run, times), progress=False)
-        return str(run)
-
     def eval_config(self, spec: AgentSpec, fam: Family, split: str, run: Path,
                     times: int = 1) -> EvalConfig:
-        """The run config of :meth:`run_agent`."""
+        """The run config that plays ``fam``'s ``split`` tasks (train, test or gate) with ``spec``
+        into ``run``; test tasks ``times`` times their repeats (an agent with no model of a family
+        with ``train_seeds``)."""
         options = spec.agent_options
         options = {"label": spec.label, **options} if spec.agent != "random" else options
         window = fam.window or self.data_window
@@ -503,10 +497,10 @@ class Loop:
             plans.append((fam, this, run))
         if cfg.search_jobs > 1:
             return self.search_in_shards(r, spec.label, plans)
-        return [self.stage(f"r{r}/search/{fam.name}",
-                           f"round {r} search: {spec.label} on {fam.name} (train)",
-                           lambda s=this, f=fam, p=run: self.run_agent(s, f, "train", p))
-                for fam, this, run in plans]
+        return self.play_all([(f"r{r}/search/{fam.name}",
+                               f"round {r} search: {spec.label} on {fam.name} (train)",
+                               self.eval_config(this, fam, "train", run))
+                              for fam, this, run in plans], 1, f"round {r} search")
 
     def search_in_shards(self, r: int, label: str,
                          plans: list[tuple[Family, AgentSpec, Path]]) -> list[str]:
@@ -517,37 +511,30 @@ class Loop:
         ``clew merge`` does (docs/scale-out.md). Tasks are seeded one by one, so a search whose
         roles call no model makes the trees of one process."""
         n = self.cfg.search_jobs
-        shards: dict[str, list[tuple[Path, EvalConfig]]] = {}
+        shards: dict[str, list[Path]] = {}
+        plays = []
         for fam, spec, run in plans:
             if f"r{r}/search/{fam.name}" in self.state["done"]:
                 continue
-            tasks = self.tasks[fam.name, "train"].read_text().count("\n")
-            parts = min(n, tasks)
+            parts = min(n, self.tasks[fam.name, "train"].read_text().count("\n"))
             folder = self.out / f"round-{r}" / "search" / "shards" / fam.name
-            shards[fam.name] = [
-                (folder / f"{i}-of-{parts}",
-                 self.eval_config(spec, fam, "train", folder / f"{i}-of-{parts}")
-                 .model_copy(update={"shard": f"{i}/{parts}"})) for i in range(parts)]
+            shards[fam.name] = [folder / f"{i}-of-{parts}" for i in range(parts)]
+            plays += [(f"r{r}/search/{fam.name}/{i}-of-{parts}",
+                       f"round {r} search: {label} on {fam.name} (train), shard {i + 1} of {parts}",
+                       self.eval_config(spec, fam, "train", path)
+                       .model_copy(update={"shard": f"{i}/{parts}"}))
+                      for i, path in enumerate(shards[fam.name])]
+        self.play_all(plays, n, f"round {r} search")
 
         def merged(fam: Family, run: Path) -> str:
-            for i in range(len(shards[fam.name])):
-                started[fam.name, i].get()
             shutil.rmtree(run, ignore_errors=True)   # a merge that did not finish restarts
-            merge_shards([path for path, _ in shards[fam.name]], run)
+            merge_shards(shards[fam.name], run)
             return str(run)
 
-        with processes(n if shards else 0) as pool:
-            started = {(name, i): pool.apply_async(play, (c.model_dump(mode="json"), 1))
-                       for name, parts in shards.items() for i, (_, c) in enumerate(parts)
-                       } if pool else {}
-            if pool:
-                self.say(f"round {r} search: {len(started)} shards of {len(shards)} families, "
-                         f"{n} at once, a process each")
-            return [self.stage(f"r{r}/search/{fam.name}",
-                               f"round {r} search: {label} on {fam.name} (train), "
-                               f"{len(shards.get(fam.name, []))} shards",
-                               lambda f=fam, p=run: merged(f, p))
-                    for fam, _, run in plans]
+        return [self.stage(f"r{r}/search/{fam.name}",
+                           f"round {r} search: {fam.name}'s shards merged",
+                           lambda f=fam, p=run: merged(f, p))
+                for fam, _, run in plans]
 
     def data(self, r: int, runs: list[str]) -> dict[str, int]:
         folder = self.out / f"round-{r}" / "data"
@@ -772,11 +759,12 @@ class Loop:
                                   self.eval_config(this, fam, "test", run, times)))
         self.play_all(plays, self.cfg.eval_jobs, f"{where} evaluate")
 
-    def play_all(self, plays: list[tuple[str, str, EvalConfig]], jobs: int, what: str) -> None:
+    def play_all(self, plays: list[tuple[str, str, EvalConfig]], jobs: int,
+                 what: str) -> list[str]:
         """Play each ``(stage key, what, run config)`` as a stage, in order; with ``jobs`` > 1
         the runs not done play at once in that many spawned processes with one torch thread
         each (the tiny model's batches are too small for two), and each stage waits for its
-        own."""
+        own. The runs' folders."""
         pending = [(key, cfg) for key, _, cfg in plays if key not in self.state["done"]]
         at_once = min(jobs, len(pending))
         with processes(at_once) as pool:
@@ -784,9 +772,9 @@ class Loop:
                        for key, cfg in pending} if pool else {}
             if pool:
                 self.say(f"{what}: {len(started)} runs, {at_once} at once, a process each")
-            for key, say, cfg in plays:
-                self.stage(key, say, (lambda a=started[key]: a.get()) if key in started
-                           else (lambda c=cfg: play(c.model_dump(mode="json"))))
+            return [self.stage(key, say, (lambda a=started[key]: a.get()) if key in started
+                               else (lambda c=cfg: play(c.model_dump(mode="json"))))
+                    for key, say, cfg in plays]
 
     def rows(self) -> dict[str, list[tuple[str, list[Path]]]]:
         """Per family, the (name, runs) pairs evaluated so far, baselines, then round by round:
